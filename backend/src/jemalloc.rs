@@ -1,0 +1,88 @@
+//! jemalloc, built into this binary with its `_rjem_` prefix so that nothing collides with
+//! the program's own symbols. It reads `_RJEM_MALLOC_CONF`; [`crate::select`]'s caller copies
+//! `MALLOC_CONF` there before the first allocation (see the shim's config).
+use core::ffi::c_void;
+use tikv_jemalloc_sys as je;
+
+unsafe extern "C" {
+    #[link_name = "_rjem_memalign"]
+    fn je_memalign(align: usize, size: usize) -> *mut c_void;
+}
+
+#[inline(always)]
+pub(crate) unsafe fn malloc(size: usize) -> *mut c_void {
+    unsafe { je::malloc(size) }
+}
+#[inline(always)]
+pub(crate) unsafe fn calloc(n: usize, size: usize) -> *mut c_void {
+    unsafe { je::calloc(n, size) }
+}
+#[inline(always)]
+pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    unsafe { je::realloc(p, size) }
+}
+#[inline(always)]
+pub(crate) unsafe fn free(p: *mut c_void) {
+    unsafe { je::free(p) }
+}
+#[inline(always)]
+pub(crate) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
+    unsafe { je_memalign(align, size) }
+}
+#[inline(always)]
+pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
+    unsafe { je::malloc_usable_size(p) }
+}
+
+pub(crate) fn size_class(size: usize) -> usize {
+    if size == 0 {
+        return unsafe { je::nallocx(1, 0) };
+    }
+    let n = unsafe { je::nallocx(size, 0) };
+    if n == 0 { size } else { n }
+}
+
+pub(crate) fn version() -> &'static str {
+    let mut v: *const core::ffi::c_char = core::ptr::null();
+    let mut len = core::mem::size_of::<*const core::ffi::c_char>();
+    let rc = unsafe {
+        je::mallctl(
+            c"version".as_ptr(),
+            &mut v as *mut _ as *mut c_void,
+            &mut len,
+            core::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 || v.is_null() {
+        return "unknown";
+    }
+    let s = unsafe { core::ffi::CStr::from_ptr(v) }.to_str().unwrap_or("unknown");
+    // "5.3.1-0-g81034ce..." -> "5.3.1"
+    s.split('-').next().unwrap_or(s)
+}
+
+/// Reads a `size_t` statistic after refreshing jemalloc's epoch.
+pub(crate) fn stat(name: &core::ffi::CStr) -> Option<u64> {
+    unsafe {
+        let mut epoch: u64 = 1;
+        let mut elen = core::mem::size_of::<u64>();
+        je::mallctl(
+            c"epoch".as_ptr(),
+            &mut epoch as *mut _ as *mut c_void,
+            &mut elen,
+            &mut epoch as *mut _ as *mut c_void,
+            elen,
+        );
+        let mut v: usize = 0;
+        let mut len = core::mem::size_of::<usize>();
+        let rc = je::mallctl(
+            name.as_ptr(),
+            &mut v as *mut _ as *mut c_void,
+            &mut len,
+            core::ptr::null_mut(),
+            0,
+        );
+        (rc == 0).then_some(v as u64)
+    }
+}

@@ -1,0 +1,17 @@
+//! The shim log: what an event is ([`event`]), how it is laid out on disk ([`format`], see
+//! docs/format.md), how a thread encodes it with plain stores ([`buffer`]), how full buffers
+//! reach the recorder thread ([`transport`]), how the recorder compresses and writes them
+//! ([`writer`]), and how a log is read back in merged time order ([`reader`]).
+
+pub mod buffer;
+pub mod clock;
+pub mod event;
+pub mod format;
+pub mod reader;
+pub mod transport;
+pub mod varint;
+pub mod writer;
+
+pub use event::{Event, Op};
+pub use format::Header;
+pub use reader::{LogReader, ReadIssue};

@@ -1,0 +1,370 @@
+//! Reading a log back: the header, an index of frame headers (one pass that skips the
+//! compressed bodies), then every thread's records merged in time order.
+//!
+//! Memory is bounded by the number of threads whose streams overlap in time (one
+//! decompressed frame each) plus the frame index, never by the number of events. The file
+//! must be seekable (frames of one thread are read where they lie).
+use crate::buffer::{DecodeState, RawRecord};
+use crate::event::{Event, Op};
+use crate::format::{self, FrameHeader, Header};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// Something wrong with a log that the reader worked around.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadIssue {
+    /// The file ends inside a frame starting at `offset`: everything before it was read.
+    Truncated { offset: u64 },
+    /// Bytes at `offset` are not a valid frame header; reading resumed at `resumed_at`
+    /// (None: no later frame was found).
+    CorruptHeader { offset: u64, resumed_at: Option<u64> },
+    /// The frame at `offset` has a valid header but its body does not decode.
+    CorruptFrame { offset: u64, reason: String },
+}
+
+impl std::fmt::Display for ReadIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadIssue::Truncated { offset } => {
+                write!(f, "log is cut off inside the frame at byte {offset}; read up to there")
+            }
+            ReadIssue::CorruptHeader { offset, resumed_at: Some(r) } => {
+                write!(f, "corrupt frame header at byte {offset}; resumed at byte {r}")
+            }
+            ReadIssue::CorruptHeader { offset, resumed_at: None } => {
+                write!(f, "corrupt frame header at byte {offset}; no later frame found")
+            }
+            ReadIssue::CorruptFrame { offset, reason } => {
+                write!(f, "corrupt frame at byte {offset} ({reason}); skipped it")
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct FrameInfo {
+    /// Offset of the frame header.
+    pub offset: u64,
+    pub h: FrameHeader,
+}
+
+pub struct LogReader {
+    file: File,
+    pub path: String,
+    pub header: Header,
+    pub frames: Vec<FrameInfo>,
+    /// Problems found while indexing (truncation, corrupt headers).
+    pub issues: Vec<ReadIssue>,
+    pub file_len: u64,
+}
+
+fn err(kind: io::ErrorKind, msg: String) -> io::Error {
+    io::Error::new(kind, msg)
+}
+
+impl LogReader {
+    /// Opens a log, reads its header and indexes its frames. Errors name what is wrong.
+    pub fn open(path: &str) -> io::Result<LogReader> {
+        let file = File::open(path).map_err(|e| err(e.kind(), format!("{path}: {e}")))?;
+        let file_len = file.metadata()?.len();
+        let mut pre = [0u8; format::PREAMBLE_LEN];
+        if file_len < format::PREAMBLE_LEN as u64
+            || file.read_exact_at(&mut pre, 0).is_err()
+            || &pre[0..8] != format::MAGIC
+        {
+            return Err(err(
+                io::ErrorKind::InvalidData,
+                format!("{path}: not a shim log (it does not start with the SHIMLOG magic)"),
+            ));
+        }
+        let version = u16::from_le_bytes([pre[8], pre[9]]);
+        if version != format::VERSION {
+            return Err(err(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{path}: log format version {version}; this build of shimlog reads version {}",
+                    format::VERSION
+                ),
+            ));
+        }
+        let hlen = u32::from_le_bytes([pre[12], pre[13], pre[14], pre[15]]);
+        if hlen > format::MAX_HEADER_LEN
+            || (format::PREAMBLE_LEN as u64 + hlen as u64) > file_len
+        {
+            return Err(err(
+                io::ErrorKind::InvalidData,
+                format!("{path}: log header is cut off or corrupt (claims {hlen} bytes)"),
+            ));
+        }
+        let mut hb = vec![0u8; hlen as usize];
+        file.read_exact_at(&mut hb, format::PREAMBLE_LEN as u64)?;
+        let header: Header = serde_json::from_slice(&hb).map_err(|e| {
+            err(io::ErrorKind::InvalidData, format!("{path}: log header is not valid: {e}"))
+        })?;
+        let mut r = LogReader {
+            file,
+            path: path.to_string(),
+            header,
+            frames: Vec::new(),
+            issues: Vec::new(),
+            file_len,
+        };
+        r.index(format::PREAMBLE_LEN as u64 + hlen as u64)?;
+        Ok(r)
+    }
+
+    fn index(&mut self, mut off: u64) -> io::Result<()> {
+        let mut hb = [0u8; format::FRAME_HEADER_LEN];
+        while off < self.file_len {
+            if off + format::FRAME_HEADER_LEN as u64 > self.file_len {
+                self.issues.push(ReadIssue::Truncated { offset: off });
+                return Ok(());
+            }
+            self.file.read_exact_at(&mut hb, off)?;
+            match FrameHeader::decode(&hb) {
+                Some(h) => {
+                    let end = off + format::FRAME_HEADER_LEN as u64 + h.comp_len as u64;
+                    if end > self.file_len {
+                        self.issues.push(ReadIssue::Truncated { offset: off });
+                        return Ok(());
+                    }
+                    self.frames.push(FrameInfo { offset: off, h });
+                    off = end;
+                }
+                None => {
+                    let resumed = self.resync(off + 1)?;
+                    self.issues.push(ReadIssue::CorruptHeader { offset: off, resumed_at: resumed });
+                    match resumed {
+                        Some(r) => off = r,
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The offset of the next valid frame header at or after `from`.
+    fn resync(&self, mut from: u64) -> io::Result<Option<u64>> {
+        let magic = format::FRAME_MAGIC.to_le_bytes();
+        let mut chunk = vec![0u8; 1 << 20];
+        while from + format::FRAME_HEADER_LEN as u64 <= self.file_len {
+            let n = ((self.file_len - from) as usize).min(chunk.len());
+            self.file.read_exact_at(&mut chunk[..n], from)?;
+            for i in 0..n.saturating_sub(3) {
+                if chunk[i..i + 4] == magic {
+                    let at = from + i as u64;
+                    let mut hb = [0u8; format::FRAME_HEADER_LEN];
+                    if at + format::FRAME_HEADER_LEN as u64 <= self.file_len {
+                        self.file.read_exact_at(&mut hb, at)?;
+                        if FrameHeader::decode(&hb).is_some() {
+                            return Ok(Some(at));
+                        }
+                    }
+                }
+            }
+            if n < chunk.len() {
+                break;
+            }
+            from += (n - 3) as u64;
+        }
+        Ok(None)
+    }
+
+    /// Total records the index promises (before decoding).
+    pub fn record_count(&self) -> u64 {
+        self.frames.iter().map(|f| f.h.n_records as u64).sum()
+    }
+
+    /// Compressed bytes of all indexed frames.
+    pub fn compressed_bytes(&self) -> u64 {
+        self.frames.iter().map(|f| f.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64).sum()
+    }
+
+    /// Every record of every stream, merged in time order.
+    pub fn events(&self) -> Events<'_> {
+        Events::new(self)
+    }
+
+    fn read_frame(&self, fi: &FrameInfo, out: &mut Vec<u8>) -> Result<(), String> {
+        let mut comp = vec![0u8; fi.h.comp_len as usize];
+        self.file
+            .read_exact_at(&mut comp, fi.offset + format::FRAME_HEADER_LEN as u64)
+            .map_err(|e| e.to_string())?;
+        out.clear();
+        out.reserve(fi.h.raw_len as usize);
+        let n = zstd::bulk::decompress_to_buffer(&comp, out).map_err(|e| format!("zstd: {e}"))?;
+        if n != fi.h.raw_len as usize {
+            return Err(format!("decompressed to {n} bytes, header says {}", fi.h.raw_len));
+        }
+        Ok(())
+    }
+}
+
+/// One thread's stream while the merge reads it.
+struct Cursor {
+    stream: u32,
+    tid: u32,
+    /// Indices into `LogReader::frames` still to read, in file order.
+    frames: std::vec::IntoIter<usize>,
+    data: Vec<u8>,
+    state: DecodeState,
+    cur_offset: u64,
+    next: Option<RawRecord>,
+}
+
+type Key = (u64, u8, u32);
+
+fn key(r: &RawRecord, stream: u32) -> Key {
+    // On a tie a free sorts first: its block may be the one the other record returns.
+    let class = if r.op == Op::Free { 0 } else { 1 };
+    (r.ticks, class, stream)
+}
+
+/// The merged iterator returned by [`LogReader::events`].
+pub struct Events<'a> {
+    r: &'a LogReader,
+    pending: BinaryHeap<Reverse<(u64, u32)>>,
+    waiting: HashMap<u32, Vec<usize>>,
+    active: BinaryHeap<Reverse<Key>>,
+    cursors: HashMap<u32, Cursor>,
+    /// Problems met while decoding frames.
+    pub issues: Vec<ReadIssue>,
+    /// Compressed bytes of the frames decoded so far (for progress).
+    pub bytes_read: u64,
+    /// True once the process stream's End record was read.
+    pub clean_end: bool,
+    pub decoded: u64,
+}
+
+impl<'a> Events<'a> {
+    fn new(r: &'a LogReader) -> Self {
+        let mut waiting: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, f) in r.frames.iter().enumerate() {
+            waiting.entry(f.h.stream).or_default().push(i);
+        }
+        let pending = waiting
+            .iter()
+            .map(|(s, v)| Reverse((r.frames[v[0]].h.first_ticks, *s)))
+            .collect();
+        Events {
+            r,
+            pending,
+            waiting,
+            active: BinaryHeap::new(),
+            cursors: HashMap::new(),
+            issues: Vec::new(),
+            bytes_read: 0,
+            clean_end: false,
+            decoded: 0,
+        }
+    }
+
+    /// Loads the cursor's next record, moving to its next frame when needed.
+    fn advance(&mut self, c: &mut Cursor) {
+        loop {
+            match c.state.next_record(&c.data) {
+                Ok(Some(rec)) => {
+                    c.next = Some(rec);
+                    return;
+                }
+                Ok(None) => {}
+                Err(at) => self.issues.push(ReadIssue::CorruptFrame {
+                    offset: c.cur_offset,
+                    reason: format!("malformed record at byte {at} of its records"),
+                }),
+            }
+            let Some(fi) = c.frames.next() else {
+                c.next = None;
+                return;
+            };
+            let info = self.r.frames[fi];
+            c.cur_offset = info.offset;
+            self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
+            match self.r.read_frame(&info, &mut c.data) {
+                Ok(()) => c.state = DecodeState::new(info.h.first_ticks),
+                Err(reason) => {
+                    self.issues.push(ReadIssue::CorruptFrame { offset: info.offset, reason });
+                    c.data.clear();
+                    c.state = DecodeState::new(info.h.first_ticks);
+                }
+            }
+        }
+    }
+
+    fn activate(&mut self, stream: u32) {
+        let frames = self.waiting.remove(&stream).unwrap_or_default();
+        let mut c = Cursor {
+            stream,
+            tid: 0,
+            frames: frames.into_iter(),
+            data: Vec::new(),
+            state: DecodeState::default(),
+            cur_offset: 0,
+            next: None,
+        };
+        self.advance(&mut c);
+        if let Some(r) = &c.next {
+            self.active.push(Reverse(key(r, stream)));
+            self.cursors.insert(stream, c);
+        }
+    }
+
+    fn to_event(&self, r: &RawRecord, c: &Cursor) -> Event {
+        let h = &self.r.header;
+        Event {
+            ts_ns: h.ticks_to_ns(r.ticks),
+            tid: c.tid,
+            stream: c.stream,
+            op: r.op,
+            ptr: r.args.ptr,
+            size: r.args.size,
+            count: r.args.count,
+            align: r.args.align,
+            old: r.args.old,
+            value: r.args.value,
+            backend_ns: r.backend_ticks.map(|t| h.dur_ns(t)),
+        }
+    }
+}
+
+impl Iterator for Events<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        // Bring in every stream that starts no later than the earliest record in hand.
+        loop {
+            let head = self.active.peek().map(|Reverse(k)| k.0);
+            match self.pending.peek().copied() {
+                Some(Reverse((first, s))) if head.is_none_or(|h| first <= h) => {
+                    self.pending.pop();
+                    self.activate(s);
+                }
+                _ if head.is_none() => return None,
+                _ => break,
+            }
+        }
+        {
+            let Reverse((_, _, stream)) = self.active.pop()?;
+            let mut c = self.cursors.remove(&stream)?;
+            let rec = c.next.take()?;
+            if rec.op == Op::ThreadStart {
+                c.tid = rec.args.value as u32;
+            }
+            if rec.op == Op::End {
+                self.clean_end = true;
+            }
+            let ev = self.to_event(&rec, &c);
+            self.decoded += 1;
+            self.advance(&mut c);
+            if let Some(n) = &c.next {
+                self.active.push(Reverse(key(n, stream)));
+                self.cursors.insert(stream, c);
+            }
+            return Some(ev);
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! LEB128 varints and zigzag, the only integer encoding in a frame's payload.
+
+/// Longest encoding of a u64.
+pub const MAX_LEN: usize = 10;
+
+#[inline(always)]
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline(always)]
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Writes `v` at `out[0..]`, returns the bytes written. `out` must hold [`MAX_LEN`] bytes.
+#[inline(always)]
+pub fn put(out: &mut [u8], mut v: u64) -> usize {
+    let mut i = 0;
+    while v >= 0x80 {
+        out[i] = (v as u8) | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    out[i] = v as u8;
+    i + 1
+}
+
+/// Reads a varint from `inp[*pos..]`, advancing `pos`. None when cut off or over-long.
+#[inline]
+pub fn get(inp: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *inp.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    proptest! {
+        #[test]
+        fn roundtrip(v: u64) {
+            let mut b = [0u8; MAX_LEN];
+            let n = put(&mut b, v);
+            let mut pos = 0;
+            prop_assert_eq!(get(&b[..n], &mut pos), Some(v));
+            prop_assert_eq!(pos, n);
+        }
+        #[test]
+        fn zigzag_roundtrip(v: i64) {
+            prop_assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        #[test]
+        fn get_never_panics(bytes: Vec<u8>) {
+            let mut pos = 0;
+            while get(&bytes, &mut pos).is_some() {}
+        }
+    }
+}

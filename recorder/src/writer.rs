@@ -1,0 +1,153 @@
+//! Creating the log file and writing frames to it (the recorder thread's side).
+use crate::buffer::Buf;
+use crate::format::{self, FrameHeader, Header};
+use std::io;
+
+/// Expands `%p` (pid) and `%e` (executable name) in a SHIM_LOG pattern.
+pub fn expand_pattern(pattern: &str, pid: u32, exe_name: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.peek() {
+                Some('p') => {
+                    chars.next();
+                    out.push_str(&pid.to_string());
+                }
+                Some('e') => {
+                    chars.next();
+                    out.push_str(exe_name);
+                }
+                Some('%') => {
+                    chars.next();
+                    out.push('%');
+                }
+                _ => out.push('%'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Creates a new log file with mode 0600. Never follows a symlink and never overwrites:
+/// when `path` exists, tries `path.1`, `path.2`, ... Returns the fd and the path used.
+pub fn create_log(path: &str) -> io::Result<(i32, String)> {
+    let mut candidate = path.to_string();
+    for i in 1..1000 {
+        let c = std::ffi::CString::new(candidate.as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd >= 0 {
+            return Ok((fd, candidate));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(e);
+        }
+        candidate = format!("{path}.{i}");
+    }
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many logs with this name"))
+}
+
+fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
+    while !b.is_empty() {
+        let n = unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+        }
+        b = &b[n as usize..];
+    }
+    Ok(())
+}
+
+/// Writes a log: the preamble and header once, then one zstd frame per buffer.
+pub struct LogWriter {
+    fd: i32,
+    comp: zstd::bulk::Compressor<'static>,
+    out: Vec<u8>,
+    pub bytes: u64,
+    pub frames: u64,
+    pub records: u64,
+}
+
+impl LogWriter {
+    pub fn new(fd: i32, level: i32) -> io::Result<LogWriter> {
+        let mut comp = zstd::bulk::Compressor::new(level)?;
+        comp.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+        comp.include_contentsize(true)?;
+        Ok(LogWriter {
+            fd,
+            comp,
+            out: Vec::with_capacity(zstd::zstd_safe::compress_bound(crate::buffer::BUF_CAP)
+                + format::FRAME_HEADER_LEN),
+            bytes: 0,
+            frames: 0,
+            records: 0,
+        })
+    }
+
+    pub fn write_header(&mut self, h: &Header) -> io::Result<()> {
+        let json = serde_json::to_vec(h).map_err(io::Error::other)?;
+        let mut b = Vec::with_capacity(format::PREAMBLE_LEN + json.len());
+        b.extend_from_slice(&format::preamble(json.len() as u32));
+        b.extend_from_slice(&json);
+        write_all(self.fd, &b)?;
+        self.bytes += b.len() as u64;
+        Ok(())
+    }
+
+    /// Compresses `buf` into one frame and writes it with one write(2).
+    pub fn write_buf(&mut self, buf: &Buf) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let raw = buf.records();
+        let need = format::FRAME_HEADER_LEN + zstd::zstd_safe::compress_bound(raw.len());
+        self.out.clear();
+        self.out.reserve(need);
+        self.out.resize(format::FRAME_HEADER_LEN, 0);
+        // The compressed frame goes right after the room left for its header.
+        let mut cur = std::io::Cursor::new(&mut self.out);
+        cur.set_position(format::FRAME_HEADER_LEN as u64);
+        let comp_len = self.comp.compress_to_buffer(raw, &mut cur)?;
+        let fh = FrameHeader {
+            stream: buf.stream,
+            n_records: buf.n,
+            raw_len: raw.len() as u32,
+            comp_len: comp_len as u32,
+            first_ticks: buf.first_ticks,
+            last_ticks: buf.last_ticks,
+        };
+        self.out[..format::FRAME_HEADER_LEN].copy_from_slice(&fh.encode());
+        write_all(self.fd, &self.out)?;
+        self.bytes += self.out.len() as u64;
+        self.frames += 1;
+        self.records += buf.n as u64;
+        Ok(())
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
+}

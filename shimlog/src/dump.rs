@@ -1,0 +1,133 @@
+//! `shimlog dump`: every event, one per line.
+use crate::open::open;
+use recorder::{Event, Op};
+use std::io::{BufWriter, Write};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for people.
+    Text,
+    /// One JSON object per line.
+    Jsonl,
+    /// Firefox's logalloc text format (`pid tid func(args)=result`), allocation calls only.
+    Logalloc,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The log to read.
+    pub log: String,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+pub fn run(a: Args) -> Result<i32, String> {
+    let r = open(&a.log)?;
+    let out = std::io::stdout();
+    let mut w = BufWriter::with_capacity(1 << 16, out.lock());
+    let pid = r.header.pid;
+    let mut events = r.events();
+    let mut line = String::with_capacity(256);
+    for e in &mut events {
+        line.clear();
+        match a.format {
+            Format::Text => text(&mut line, &e),
+            Format::Jsonl => jsonl(&mut line, &e),
+            Format::Logalloc => {
+                if !logalloc(&mut line, pid, &e) {
+                    continue;
+                }
+            }
+        }
+        line.push('\n');
+        if w.write_all(line.as_bytes()).is_err() {
+            return Ok(0);
+        }
+    }
+    let _ = w.flush();
+    for i in r.issues.iter().chain(events.issues.iter()) {
+        eprintln!("shimlog: {}: {i}", a.log);
+    }
+    Ok(0)
+}
+
+fn text(s: &mut String, e: &Event) {
+    use std::fmt::Write;
+    let _ = write!(s, "{:>14} {:>7} {:<14}", e.ts_ns, e.tid, e.op.name());
+    match e.op {
+        Op::Free => {
+            let _ = write!(s, " ptr=0x{:x}", e.ptr);
+        }
+        op if op.is_alloc_family() => {
+            if op.frees() {
+                let _ = write!(s, " old=0x{:x}", e.old);
+            }
+            if matches!(op, Op::Calloc | Op::Reallocarray) {
+                let _ = write!(s, " count={}", e.count);
+            }
+            if matches!(op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) {
+                let _ = write!(s, " align={}", e.align);
+            }
+            let _ = write!(s, " size={} ptr=0x{:x}", e.size, e.ptr);
+            if op == Op::PosixMemalign {
+                let _ = write!(s, " ret={}", e.value);
+            }
+        }
+        Op::ThreadStart | Op::ThreadExit | Op::Fork | Op::End => {}
+        _ => {
+            let _ = write!(s, " value={}", e.value);
+        }
+    }
+    if let Some(ns) = e.backend_ns {
+        let _ = write!(s, " backend_ns={ns}");
+    }
+}
+
+fn jsonl(s: &mut String, e: &Event) {
+    use std::fmt::Write;
+    let _ = write!(s, "{{\"op\":\"{}\",\"tid\":{},\"ts_ns\":{}", e.op.name(), e.tid, e.ts_ns);
+    if e.op.is_alloc_family() {
+        let _ = write!(s, ",\"ptr\":{},\"size\":{}", e.ptr, e.size);
+        if e.op.frees() && e.op != Op::Free {
+            let _ = write!(s, ",\"old\":{}", e.old);
+        }
+        if matches!(e.op, Op::Calloc | Op::Reallocarray) {
+            let _ = write!(s, ",\"count\":{}", e.count);
+        }
+        if matches!(e.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) {
+            let _ = write!(s, ",\"align\":{}", e.align);
+        }
+        if e.op == Op::PosixMemalign {
+            let _ = write!(s, ",\"ret\":{}", e.value);
+        }
+        if let Some(ns) = e.backend_ns {
+            let _ = write!(s, ",\"backend_ns\":{ns}");
+        }
+    } else {
+        let _ = write!(s, ",\"value\":{}", e.value);
+    }
+    let _ = write!(s, ",\"stream\":{}}}", e.stream);
+}
+
+/// Firefox memory/replace/logalloc: `pid tid func(args)=result`, pointers in hex.
+fn logalloc(s: &mut String, pid: u32, e: &Event) -> bool {
+    use std::fmt::Write;
+    let _ = write!(s, "{pid} {} ", e.tid);
+    let _ = match e.op {
+        Op::Malloc => write!(s, "malloc({})=0x{:x}", e.size, e.ptr),
+        Op::Free => write!(s, "free(0x{:x})", e.ptr),
+        Op::Calloc => write!(s, "calloc({},{})=0x{:x}", e.count, e.size, e.ptr),
+        Op::Realloc => write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.size, e.ptr),
+        Op::Reallocarray => {
+            write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.count.saturating_mul(e.size), e.ptr)
+        }
+        Op::PosixMemalign | Op::Memalign => {
+            write!(s, "memalign({},{})=0x{:x}", e.align, e.size, e.ptr)
+        }
+        Op::AlignedAlloc => write!(s, "aligned_alloc({},{})=0x{:x}", e.align, e.size, e.ptr),
+        Op::Valloc => write!(s, "valloc({})=0x{:x}", e.size, e.ptr),
+        Op::Pvalloc => write!(s, "memalign(4096,{})=0x{:x}", e.size, e.ptr),
+        _ => return false,
+    };
+    true
+}

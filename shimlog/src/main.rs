@@ -1,0 +1,46 @@
+//! `shimlog`: reads the logs libshim.so writes.
+//!
+//! - `shimlog dump LOG [--format text|jsonl|logalloc]`: one event per line.
+//! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
+//! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
+use clap::{Parser, Subcommand};
+
+mod dump;
+mod open;
+mod replay;
+mod stats;
+
+#[derive(Parser)]
+#[command(name = "shimlog", version, about = "Analyse and replay logs written by libshim.so")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print every event, one per line, in time order.
+    Dump(dump::Args),
+    /// Report what the captured workload did.
+    Stats(stats::Args),
+    /// Replay a captured workload against each backend and compare them.
+    Replay(replay::Args),
+}
+
+fn main() {
+    // A closed pipe (shimlog dump | head) ends the program quietly.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Dump(a) => dump::run(a),
+        Cmd::Stats(a) => stats::run(a),
+        Cmd::Replay(a) => replay::run(a),
+    };
+    match r {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("shimlog: {e}");
+            std::process::exit(1);
+        }
+    }
+}
