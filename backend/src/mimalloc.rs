@@ -32,7 +32,11 @@ pub(crate) fn size_class(size: usize) -> usize {
 }
 
 pub(crate) fn version() -> String {
-    // mi_version() returns e.g. 332 for 3.3.2.
+    // mi_version() is 30302 for 3.3.2 (older releases: 212 for 2.1.2).
     let v = unsafe { mi::mi_version() } as u32;
-    format!("{}.{}.{}", v / 100, (v / 10) % 10, v % 10)
+    if v >= 10000 {
+        format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100)
+    } else {
+        format!("{}.{}.{}", v / 100, (v / 10) % 10, v % 10)
+    }
 }

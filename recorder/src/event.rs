@@ -121,8 +121,7 @@ impl Op {
             Calloc => &[Count, Size, Ptr],
             Realloc => &[Old, Size, Ptr],
             Reallocarray => &[Old, Count, Size, Ptr],
-            PosixMemalign => &[Align, Size, Ptr, Value],
-            AlignedAlloc | Memalign => &[Align, Size, Ptr],
+            PosixMemalign | AlignedAlloc | Memalign => &[Align, Size, Ptr],
             ThreadStart => &[Tid],
             ThreadExit | Fork | End => &[],
             Dropped | Rss | Clock | Untraced => &[Value],
@@ -166,7 +165,7 @@ pub struct Event {
     pub align: u64,
     /// The pointer passed to realloc/reallocarray.
     pub old: u64,
-    /// Record-specific value: posix_memalign's return code, dropped count, RSS bytes...
+    /// Record-specific value: tid for thread_start, dropped count, RSS bytes...
     pub value: u64,
     /// Time spent inside the backend call, when it was measured.
     pub backend_ns: Option<u64>,

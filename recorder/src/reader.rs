@@ -189,14 +189,29 @@ impl LogReader {
         Events::new(self)
     }
 
-    fn read_frame(&self, fi: &FrameInfo, out: &mut Vec<u8>) -> Result<(), String> {
-        let mut comp = vec![0u8; fi.h.comp_len as usize];
+    /// Reads and decompresses one frame's records into `out`; `comp` and `dctx` are reused
+    /// across frames so that reading allocates nothing per frame once warm.
+    fn read_frame(
+        &self,
+        fi: &FrameInfo,
+        comp: &mut Vec<u8>,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        comp.clear();
+        comp.resize(fi.h.comp_len as usize, 0);
         self.file
-            .read_exact_at(&mut comp, fi.offset + format::FRAME_HEADER_LEN as u64)
+            .read_exact_at(comp, fi.offset + format::FRAME_HEADER_LEN as u64)
             .map_err(|e| e.to_string())?;
+        if dctx.is_none() {
+            *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
+        }
+        let d = dctx.as_mut().expect("decompressor");
+        // Decompresses into the Vec's capacity (no zero-filling), at most raw_len bytes: a
+        // frame claiming more is rejected by zstd, one producing less by the check below.
         out.clear();
         out.reserve(fi.h.raw_len as usize);
-        let n = zstd::bulk::decompress_to_buffer(&comp, out).map_err(|e| format!("zstd: {e}"))?;
+        let n = d.decompress_to_buffer(comp, out).map_err(|e| format!("zstd: {e}"))?;
         if n != fi.h.raw_len as usize {
             return Err(format!("decompressed to {n} bytes, header says {}", fi.h.raw_len));
         }
@@ -213,24 +228,40 @@ struct Cursor {
     data: Vec<u8>,
     state: DecodeState,
     cur_offset: u64,
-    next: Option<RawRecord>,
+    /// The stream's next record (valid while the cursor is in the heap).
+    next: RawRecord,
 }
 
-type Key = (u64, u8, u32);
+/// Merge order: ticks, then a free before anything else (its block may be the one the other
+/// record returns), then the stream; the last field is the cursor's slot.
+type Key = (u64, u64, u32);
 
-fn key(r: &RawRecord, stream: u32) -> Key {
-    // On a tie a free sorts first: its block may be the one the other record returns.
-    let class = if r.op == Op::Free { 0 } else { 1 };
-    (r.ticks, class, stream)
+#[inline(always)]
+fn key(r: &RawRecord, stream: u32, slot: u32) -> Key {
+    let class: u64 = if r.op == Op::Free { 0 } else { 1 };
+    (r.ticks, (class << 32) | stream as u64, slot)
+}
+
+/// What decoding needs besides the cursor being advanced.
+struct Src<'a> {
+    r: &'a LogReader,
+    comp: Vec<u8>,
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 /// The merged iterator returned by [`LogReader::events`].
 pub struct Events<'a> {
-    r: &'a LogReader,
+    src: Src<'a>,
+    /// Streams not started yet: (first ticks, stream).
     pending: BinaryHeap<Reverse<(u64, u32)>>,
     waiting: HashMap<u32, Vec<usize>>,
+    /// One entry per started stream that has a record in hand.
     active: BinaryHeap<Reverse<Key>>,
-    cursors: HashMap<u32, Cursor>,
+    cursors: Vec<Cursor>,
+    /// Slots of finished cursors, reused (with their buffers) by later streams.
+    free_slots: Vec<u32>,
+    /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
+    ticks_are_ns: bool,
     /// Problems met while decoding frames.
     pub issues: Vec<ReadIssue>,
     /// Compressed bytes of the frames decoded so far (for progress).
@@ -238,6 +269,44 @@ pub struct Events<'a> {
     /// True once the process stream's End record was read.
     pub clean_end: bool,
     pub decoded: u64,
+}
+
+/// Loads the cursor's next record, moving to its next frame when needed. False at the end
+/// of the stream.
+fn advance(
+    src: &mut Src<'_>,
+    issues: &mut Vec<ReadIssue>,
+    bytes_read: &mut u64,
+    c: &mut Cursor,
+) -> bool {
+    loop {
+        match c.state.next_record(&c.data) {
+            Ok(Some(rec)) => {
+                c.next = rec;
+                return true;
+            }
+            Ok(None) => {}
+            Err(at) => issues.push(ReadIssue::CorruptFrame {
+                offset: c.cur_offset,
+                reason: format!("malformed record at byte {at} of its records"),
+            }),
+        }
+        let Some(fi) = c.frames.next() else {
+            return false;
+        };
+        let info = src.r.frames[fi];
+        c.cur_offset = info.offset;
+        *bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
+        let r = src.r;
+        match r.read_frame(&info, &mut src.comp, &mut src.dctx, &mut c.data) {
+            Ok(()) => c.state = DecodeState::new(info.h.first_ticks),
+            Err(reason) => {
+                issues.push(ReadIssue::CorruptFrame { offset: info.offset, reason });
+                c.data.clear();
+                c.state = DecodeState::new(info.h.first_ticks);
+            }
+        }
+    }
 }
 
 impl<'a> Events<'a> {
@@ -250,12 +319,15 @@ impl<'a> Events<'a> {
             .iter()
             .map(|(s, v)| Reverse((r.frames[v[0]].h.first_ticks, *s)))
             .collect();
+        let h = &r.header;
         Events {
-            r,
+            src: Src { r, comp: Vec::new(), dctx: None },
             pending,
             waiting,
             active: BinaryHeap::new(),
-            cursors: HashMap::new(),
+            cursors: Vec::new(),
+            free_slots: Vec::new(),
+            ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
             issues: Vec::new(),
             bytes_read: 0,
             clean_end: false,
@@ -263,70 +335,34 @@ impl<'a> Events<'a> {
         }
     }
 
-    /// Loads the cursor's next record, moving to its next frame when needed.
-    fn advance(&mut self, c: &mut Cursor) {
-        loop {
-            match c.state.next_record(&c.data) {
-                Ok(Some(rec)) => {
-                    c.next = Some(rec);
-                    return;
-                }
-                Ok(None) => {}
-                Err(at) => self.issues.push(ReadIssue::CorruptFrame {
-                    offset: c.cur_offset,
-                    reason: format!("malformed record at byte {at} of its records"),
-                }),
-            }
-            let Some(fi) = c.frames.next() else {
-                c.next = None;
-                return;
-            };
-            let info = self.r.frames[fi];
-            c.cur_offset = info.offset;
-            self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
-            match self.r.read_frame(&info, &mut c.data) {
-                Ok(()) => c.state = DecodeState::new(info.h.first_ticks),
-                Err(reason) => {
-                    self.issues.push(ReadIssue::CorruptFrame { offset: info.offset, reason });
-                    c.data.clear();
-                    c.state = DecodeState::new(info.h.first_ticks);
-                }
-            }
-        }
-    }
-
     fn activate(&mut self, stream: u32) {
         let frames = self.waiting.remove(&stream).unwrap_or_default();
-        let mut c = Cursor {
-            stream,
-            tid: 0,
-            frames: frames.into_iter(),
-            data: Vec::new(),
-            state: DecodeState::default(),
-            cur_offset: 0,
-            next: None,
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.cursors.push(Cursor {
+                    stream,
+                    tid: 0,
+                    frames: Vec::new().into_iter(),
+                    data: Vec::new(),
+                    state: DecodeState::default(),
+                    cur_offset: 0,
+                    next: RawRecord::default(),
+                });
+                (self.cursors.len() - 1) as u32
+            }
         };
-        self.advance(&mut c);
-        if let Some(r) = &c.next {
-            self.active.push(Reverse(key(r, stream)));
-            self.cursors.insert(stream, c);
-        }
-    }
-
-    fn to_event(&self, r: &RawRecord, c: &Cursor) -> Event {
-        let h = &self.r.header;
-        Event {
-            ts_ns: h.ticks_to_ns(r.ticks),
-            tid: c.tid,
-            stream: c.stream,
-            op: r.op,
-            ptr: r.args.ptr,
-            size: r.args.size,
-            count: r.args.count,
-            align: r.args.align,
-            old: r.args.old,
-            value: r.args.value,
-            backend_ns: r.backend_ticks.map(|t| h.dur_ns(t)),
+        let c = &mut self.cursors[slot as usize];
+        c.stream = stream;
+        c.tid = 0;
+        c.frames = frames.into_iter();
+        c.data.clear();
+        c.state = DecodeState::default();
+        c.cur_offset = 0;
+        if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
+            self.active.push(Reverse(key(&c.next, stream, slot)));
+        } else {
+            self.free_slots.push(slot);
         }
     }
 }
@@ -334,6 +370,7 @@ impl<'a> Events<'a> {
 impl Iterator for Events<'_> {
     type Item = Event;
 
+    #[inline]
     fn next(&mut self) -> Option<Event> {
         // Bring in every stream that starts no later than the earliest record in hand.
         loop {
@@ -347,24 +384,38 @@ impl Iterator for Events<'_> {
                 _ => break,
             }
         }
-        {
-            let Reverse((_, _, stream)) = self.active.pop()?;
-            let mut c = self.cursors.remove(&stream)?;
-            let rec = c.next.take()?;
-            if rec.op == Op::ThreadStart {
-                c.tid = rec.args.value as u32;
-            }
-            if rec.op == Op::End {
-                self.clean_end = true;
-            }
-            let ev = self.to_event(&rec, &c);
-            self.decoded += 1;
-            self.advance(&mut c);
-            if let Some(n) = &c.next {
-                self.active.push(Reverse(key(n, stream)));
-                self.cursors.insert(stream, c);
-            }
-            return Some(ev);
+        let mut top = self.active.peek_mut()?;
+        let slot = top.0 .2;
+        let c = &mut self.cursors[slot as usize];
+        let rec = c.next;
+        if rec.op == Op::ThreadStart {
+            c.tid = rec.args.value as u32;
         }
+        if rec.op == Op::End {
+            self.clean_end = true;
+        }
+        let h = &self.src.r.header;
+        let ev = Event {
+            ts_ns: if self.ticks_are_ns { rec.ticks } else { h.ticks_to_ns(rec.ticks) },
+            tid: c.tid,
+            stream: c.stream,
+            op: rec.op,
+            ptr: rec.args.ptr,
+            size: rec.args.size,
+            count: rec.args.count,
+            align: rec.args.align,
+            old: rec.args.old,
+            value: rec.args.value,
+            backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
+        };
+        self.decoded += 1;
+        if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
+            // Replacing the top sifts it down once instead of a pop and a push.
+            top.0 = key(&c.next, c.stream, slot);
+        } else {
+            std::collections::binary_heap::PeekMut::pop(top);
+            self.free_slots.push(slot);
+        }
+        Some(ev)
     }
 }

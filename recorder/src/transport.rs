@@ -10,17 +10,21 @@ pub struct Pool {
     empty: ArrayQueue<usize>,
     /// Buffers made so far; never more than the queues' capacity.
     made: AtomicUsize,
+    /// Hard limit (the queues' capacity).
     cap: usize,
+    /// Buffers beyond this are made only for new threads and before the recorder runs.
+    soft_cap: usize,
 }
 
 impl Pool {
-    /// A pool that makes up to `cap` buffers, `prealloc` of them now.
-    pub fn new(cap: usize, prealloc: usize) -> Pool {
+    /// A pool that makes up to `cap` buffers (normally at most `soft_cap`), `prealloc` now.
+    pub fn new(cap: usize, soft_cap: usize, prealloc: usize) -> Pool {
         let p = Pool {
             full: ArrayQueue::new(cap),
             empty: ArrayQueue::new(cap),
             made: AtomicUsize::new(0),
             cap,
+            soft_cap,
         };
         for _ in 0..prealloc.min(cap) {
             p.made.fetch_add(1, Relaxed);
@@ -29,13 +33,15 @@ impl Pool {
         p
     }
 
-    /// An empty buffer for `stream`: a recycled one, or a new one while under the cap.
-    /// None when every buffer is in use (the caller blocks or drops).
-    pub fn take_empty(&self, stream: u32) -> Option<*mut Buf> {
+    /// An empty buffer for `stream`: a recycled one, or a new one while under the soft cap
+    /// (under the hard cap with `grow`). None when every buffer is in use (the caller blocks
+    /// or drops).
+    pub fn take_empty(&self, stream: u32, grow: bool) -> Option<*mut Buf> {
         let p = match self.empty.pop() {
             Some(p) => p as *mut Buf,
             None => {
-                if self.made.fetch_add(1, Relaxed) >= self.cap {
+                let limit = if grow { self.cap } else { self.soft_cap };
+                if self.made.fetch_add(1, Relaxed) >= limit {
                     self.made.fetch_sub(1, Relaxed);
                     return None;
                 }

@@ -1,0 +1,17 @@
+//! libshim.so: interposes the malloc family (exports.rs, the only C-ABI surface), forwards
+//! each call to the backend chosen at start-up, and records it (hot.rs) into a per-thread
+//! buffer (thread.rs) that the recorder thread (recorder_thread.rs) compresses into the log.
+//! Start-up, fork and exit are in lifecycle.rs; environment variables in config.rs.
+
+mod config;
+mod exports;
+mod hot;
+mod lifecycle;
+mod recorder_thread;
+mod thread;
+mod tls;
+
+/// The shim's own allocations (recorder, zstd's Rust side, std) go straight to the backend,
+/// never through the hooks.
+#[global_allocator]
+static ALLOC: shim_backend::BackendAlloc = shim_backend::BackendAlloc;

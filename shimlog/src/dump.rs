@@ -70,7 +70,7 @@ fn text(s: &mut String, e: &Event) {
             }
             let _ = write!(s, " size={} ptr=0x{:x}", e.size, e.ptr);
             if op == Op::PosixMemalign {
-                let _ = write!(s, " ret={}", e.value);
+                let _ = write!(s, " ret={}", if e.ptr == 0 { libc::ENOMEM } else { 0 });
             }
         }
         Op::ThreadStart | Op::ThreadExit | Op::Fork | Op::End => {}
@@ -98,7 +98,7 @@ fn jsonl(s: &mut String, e: &Event) {
             let _ = write!(s, ",\"align\":{}", e.align);
         }
         if e.op == Op::PosixMemalign {
-            let _ = write!(s, ",\"ret\":{}", e.value);
+            let _ = write!(s, ",\"ret\":{}", if e.ptr == 0 { libc::ENOMEM } else { 0 });
         }
         if let Some(ns) = e.backend_ns {
             let _ = write!(s, ",\"backend_ns\":{ns}");

@@ -1,0 +1,171 @@
+//! The C ABI: every exported symbol of libshim.so, with the argument rules C and glibc give
+//! them. Each checks its arguments, then forwards to the backend through `hot`, which
+//! records the call.
+#![allow(clippy::missing_safety_doc)]
+use crate::hot;
+use core::ffi::c_void;
+use recorder::buffer::Args;
+use recorder::Op;
+use shim_backend as be;
+
+const PTR: usize = core::mem::size_of::<*const ()>();
+
+#[inline(always)]
+fn set_errno(e: i32) {
+    unsafe { *libc::__errno_location() = e };
+}
+
+fn page_size() -> usize {
+    crate::lifecycle::page_size()
+}
+
+/// glibc's memalign rules: small alignments are plain malloc, others round up to a power
+/// of two, absurd ones fail with EINVAL.
+#[inline(always)]
+unsafe fn memalign_rules(align: usize, size: usize) -> *mut c_void {
+    if align <= 16 {
+        return unsafe { be::malloc(size) };
+    }
+    if align > usize::MAX / 2 + 1 {
+        set_errno(libc::EINVAL);
+        return core::ptr::null_mut();
+    }
+    let a = align.next_power_of_two();
+    let p = unsafe { be::memalign(a, size) };
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+#[inline(always)]
+fn oom(p: *mut c_void) -> *mut c_void {
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    hot::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
+        oom(be::malloc(size))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    hot::free(p, || unsafe { be::free(p) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    let a = Args { count: n as u64, size: size as u64, ..Args::default() };
+    hot::alloc(Op::Calloc, a, || unsafe {
+        if n.checked_mul(size).is_none() {
+            set_errno(libc::ENOMEM);
+            return core::ptr::null_mut();
+        }
+        oom(be::calloc(n, size))
+    })
+}
+
+/// realloc as glibc does it: NULL is malloc, size 0 frees and returns NULL.
+#[inline(always)]
+unsafe fn realloc_rules(p: *mut c_void, size: usize) -> *mut c_void {
+    unsafe {
+        if p.is_null() {
+            oom(be::malloc(size))
+        } else if size == 0 {
+            be::free(p);
+            core::ptr::null_mut()
+        } else {
+            oom(be::realloc(p, size))
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let a = Args { old: p as u64, size: size as u64, ..Args::default() };
+    hot::alloc(Op::Realloc, a, || unsafe { realloc_rules(p, size) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    let a = Args { old: p as u64, count: n as u64, size: size as u64, ..Args::default() };
+    hot::alloc(Op::Reallocarray, a, || unsafe {
+        match n.checked_mul(size) {
+            Some(total) => realloc_rules(p, total),
+            None => {
+                set_errno(libc::ENOMEM);
+                core::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// Returns EINVAL for an alignment that is not a power-of-two multiple of sizeof(void*),
+/// ENOMEM when out of memory, and leaves errno alone.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+    if align == 0 || align % PTR != 0 || !(align / PTR).is_power_of_two() {
+        return libc::EINVAL;
+    }
+    let saved = unsafe { *libc::__errno_location() };
+    let a = Args { align: align as u64, size: size as u64, ..Args::default() };
+    let p = hot::alloc(Op::PosixMemalign, a, || unsafe {
+        if align <= 16 { be::malloc(size) } else { be::memalign(align, size) }
+    });
+    set_errno(saved);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    unsafe { *out = p };
+    0
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    let a = Args { align: align as u64, size: size as u64, ..Args::default() };
+    hot::alloc(Op::AlignedAlloc, a, || unsafe { memalign_rules(align, size) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    let a = Args { align: align as u64, size: size as u64, ..Args::default() };
+    hot::alloc(Op::Memalign, a, || unsafe { memalign_rules(align, size) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    let a = Args { size: size as u64, ..Args::default() };
+    hot::alloc(Op::Valloc, a, || unsafe { memalign_rules(page_size(), size) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let a = Args { size: size as u64, ..Args::default() };
+    hot::alloc(Op::Pvalloc, a, || unsafe {
+        let ps = page_size();
+        match size.checked_add(ps - 1) {
+            Some(s) => memalign_rules(ps, (s & !(ps - 1)).max(ps)),
+            None => {
+                set_errno(libc::ENOMEM);
+                core::ptr::null_mut()
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    crate::lifecycle::ensure_init_untraced();
+    unsafe { be::usable_size(p) }
+}

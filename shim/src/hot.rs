@@ -1,0 +1,176 @@
+//! The recording hot path: stamp, call the backend, encode one record into the calling
+//! thread's own buffer. Plain stores only: no lock, no shared counter, no syscall, no
+//! allocation (a full buffer is handed over in `ThreadState::swap_buffer`, off this path).
+use crate::lifecycle;
+use crate::thread::ThreadState;
+use crate::tls::{self, Tls};
+use core::ffi::c_void;
+use core::sync::atomic::{compiler_fence, Ordering::*};
+use recorder::buffer::Args;
+use recorder::{clock, Op};
+
+/// Marks the thread as inside the shim. False when the final flush has begun: the caller
+/// then forwards without recording (see `lifecycle::final_flush` for the handshake).
+#[inline(always)]
+pub fn enter(st: &mut ThreadState) -> bool {
+    st.calls += 1;
+    st.in_call.store(st.calls, Relaxed);
+    compiler_fence(SeqCst);
+    !lifecycle::STOPPING.load(Relaxed)
+}
+
+#[inline(always)]
+pub fn leave(st: &mut ThreadState) {
+    compiler_fence(SeqCst);
+    st.in_call.store(0, Relaxed);
+}
+
+/// Ticks now if this call is one of the sampled ones, else 0.
+#[inline(always)]
+fn start_timer(st: &mut ThreadState) -> u64 {
+    if st.countdown != 0 {
+        st.countdown -= 1;
+        if st.countdown == 0 {
+            st.countdown = lifecycle::G.get().timing_period;
+            return clock::now();
+        }
+    }
+    0
+}
+
+/// The backend time of this call: measured if sampled (`t0` != 0), else a lower bound if
+/// the watchdog saw it stay in the backend, else unknown.
+#[inline(always)]
+fn backend_ticks(st: &ThreadState, t0: u64, end: u64) -> Option<u64> {
+    if t0 != 0 {
+        Some(end.wrapping_sub(t0))
+    } else if st.slow_call.load(Relaxed) == st.calls {
+        Some(end.wrapping_sub(st.slow_since.load(Relaxed)))
+    } else {
+        None
+    }
+}
+
+/// Appends the record, handing the buffer over first when it is full or a second old.
+#[inline(always)]
+fn finish(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
+    let b = unsafe { &mut *st.buf };
+    if !b.has_room() || (b.n != 0 && ts.wrapping_sub(b.first_ticks) > lifecycle::flush_ticks()) {
+        st.swap_buffer();
+    }
+    unsafe { (*st.buf).push(op, ts, a, bt) };
+}
+
+/// The thread's state when it records, or None to take the slow path.
+#[inline(always)]
+fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
+    if t.busy == 0 && (t.state as usize) > 1 { Some(unsafe { &mut *t.state }) } else { None }
+}
+
+/// An allocating call (malloc, calloc, realloc, the aligned ones): stamped after the
+/// backend returns, so the block's reuse sorts after any other thread's free of it.
+#[inline(always)]
+pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let t = tls::get();
+    let Some(st) = state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        return stopped(t, st, call);
+    }
+    let t0 = start_timer(st);
+    let p = call();
+    let ts = clock::after();
+    a.ptr = p as u64;
+    finish(st, op, ts, &a, backend_ticks(st, t0, ts));
+    leave(st);
+    t.busy = 0;
+    p
+}
+
+/// free: stamped before the backend gets the pointer.
+#[inline(always)]
+pub fn free(p: *mut c_void, call: impl FnOnce()) {
+    let t = tls::get();
+    let Some(st) = state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        stopped(t, st, || {
+            call();
+            core::ptr::null_mut()
+        });
+        return;
+    }
+    let ts = clock::before();
+    let timed = start_timer(st) != 0;
+    call();
+    let end = if timed || st.slow_call.load(Relaxed) == st.calls { clock::now() } else { 0 };
+    let a = Args { ptr: p as u64, ..Args::default() };
+    finish(st, Op::Free, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, end));
+    leave(st);
+    t.busy = 0;
+}
+
+/// Not recording on this thread right now: nested inside the shim, not yet initialised or
+/// registered, tracing off, or after the thread's exit or the final flush. Returns true when
+/// the thread is now registered and the call should be recorded.
+#[cold]
+#[inline(never)]
+fn prepare(t: &mut Tls) -> bool {
+    if t.busy != 0 {
+        return false;
+    }
+    t.busy = 1;
+    lifecycle::ensure_init();
+    let ok = if !lifecycle::tracing() || lifecycle::STOPPING.load(Relaxed) || t.state == tls::EXITED {
+        if !t.state.is_null() {
+            lifecycle::count_untraced();
+        }
+        false
+    } else {
+        t.state = crate::thread::register();
+        if t.state.is_null() {
+            t.state = tls::EXITED;
+            lifecycle::count_untraced();
+        }
+        (t.state as usize) > 1
+    };
+    t.busy = 0;
+    ok
+}
+
+/// The calling thread's recording state, registering it first if needed.
+#[inline(always)]
+fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
+    match recording(t) {
+        Some(st) => Some(st),
+        None if prepare(t) => Some(unsafe { &mut *t.state }),
+        None => None,
+    }
+}
+
+/// The final flush has begun: hand this thread's buffer over and forward from now on.
+#[cold]
+#[inline(never)]
+fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    leave(st);
+    st.close();
+    t.state = tls::EXITED;
+    lifecycle::count_untraced();
+    t.busy = 0;
+    call()
+}
+
+/// Appends a non-call record (fork) to the calling thread's stream, if it records.
+pub fn note(op: Op, value: u64) {
+    let t = tls::get();
+    let Some(st) = recording(t) else { return };
+    t.busy = 1;
+    if enter(st) {
+        let a = Args { value, ..Args::default() };
+        finish(st, op, clock::now(), &a, None);
+        leave(st);
+    } else {
+        leave(st);
+    }
+    t.busy = 0;
+}

@@ -1,0 +1,215 @@
+//! The recorder thread: compresses every full buffer into one frame and writes it, and every
+//! ~500 µs does the housekeeping no hooked thread should pay for: the slow-call watchdog,
+//! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
+use crate::lifecycle::{self, say, G};
+use crate::thread::REGISTRY;
+use crate::tls;
+use core::sync::atomic::Ordering::*;
+use recorder::buffer::{Args, Buf};
+use recorder::writer::LogWriter;
+use recorder::{clock, Header, Op};
+
+const TICK_US: u64 = 500;
+
+/// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
+/// allocate on the new thread before it could mark itself internal).
+pub fn start() {
+    unsafe {
+        let mut th: libc::pthread_t = 0;
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            say("shim: cannot start the recorder thread; the program runs without recording");
+            lifecycle::STOPPING.store(true, SeqCst);
+        }
+    }
+}
+
+extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
+    // Everything this thread does (zstd, writes, our own Vecs) passes straight through.
+    tls::get().busy = 1;
+    lifecycle::RECORDER_RUNNING.store(true, Release);
+    run();
+    lifecycle::RECORDER_DONE.store(true, Release);
+    core::ptr::null_mut()
+}
+
+fn header(tps: f64) -> Header {
+    let g = G.get();
+    let cmdline = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Header {
+        format_version: recorder::format::VERSION,
+        pid: unsafe { libc::getpid() } as u32,
+        ppid: g.ppid,
+        forked: g.forked,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        cmdline,
+        backend: g.backend.name().to_string(),
+        backend_version: g.backend.version(),
+        page_size: lifecycle::page_size() as u64,
+        start_unix_ns: g.start_unix_ns,
+        start_mono_ns: g.p0.mono_ns,
+        clock: clock::source().to_string(),
+        ticks_per_sec: tps,
+        ref_ticks: g.p0.ticks,
+        timing: g.timing.describe(),
+        on_full: match g.on_full {
+            crate::config::OnFull::Block => "block".into(),
+            crate::config::OnFull::Drop => "drop".into(),
+        },
+        shim_version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 128];
+    let n = statm.read_at(&mut b, 0).ok()?;
+    let s = core::str::from_utf8(&b[..n]).ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * lifecycle::page_size() as u64)
+}
+
+struct Rec {
+    w: LogWriter,
+    own: Box<Buf>,
+    failed: bool,
+}
+
+impl Rec {
+    fn write(&mut self, b: &Buf) {
+        if self.failed {
+            return;
+        }
+        if let Err(e) = self.w.write_buf(b) {
+            self.failed = true;
+            say(&format!(
+                "shim: writing log {} failed: {e}; recording stopped, the program continues",
+                G.get().log_path
+            ));
+            lifecycle::STOPPING.store(true, SeqCst);
+        }
+    }
+    fn note(&mut self, op: Op, ticks: u64, value: u64) {
+        if !self.own.has_room() {
+            self.flush_own();
+        }
+        self.own.push(op, ticks, &Args { value, ..Args::default() }, None);
+    }
+    fn flush_own(&mut self) {
+        if !self.own.is_empty() {
+            let own = core::mem::replace(&mut self.own, Buf::new_boxed(0));
+            self.write(&own);
+            self.own = own;
+            self.own.reset(0);
+        }
+    }
+}
+
+fn run() {
+    let g = G.get();
+    let Ok(w) = LogWriter::new(g.fd, g.zstd_level) else {
+        say("shim: cannot set up zstd; the program runs without recording");
+        lifecycle::STOPPING.store(true, SeqCst);
+        return;
+    };
+    // Calibrate the tick rate against CLOCK_MONOTONIC (a fork child keeps its parent's).
+    let known = f64::from_bits(lifecycle::TPS_BITS.load(Relaxed));
+    let tps = if known > 0.0 {
+        known
+    } else {
+        // 20 ms, cut short when the program is already exiting (a short-lived process
+        // should not wait on us; its timestamps span little time, so the error stays small).
+        for _ in 0..40 {
+            if lifecycle::SHUTDOWN.load(Acquire) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(TICK_US));
+        }
+        let r = clock::rate(g.p0, clock::pair());
+        lifecycle::TPS_BITS.store(r.to_bits(), Relaxed);
+        r
+    };
+    lifecycle::FLUSH_TICKS.store(tps as u64, Relaxed);
+    let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
+    if let Err(e) = rec.w.write_header(&header(tps)) {
+        say(&format!("shim: writing log {} failed: {e}; the program runs without recording", g.log_path));
+        rec.failed = true;
+        lifecycle::STOPPING.store(true, SeqCst);
+    }
+    let statm = std::fs::File::open("/proc/self/statm").ok();
+    let ticks_100ms = (tps / 10.0) as u64;
+    let ticks_1s = tps as u64;
+    let (mut last_rss, mut last_clock) = (0u64, 0u64);
+    loop {
+        let shutdown = lifecycle::SHUTDOWN.load(Acquire);
+        let mut drained = 0;
+        while let Some(b) = g.pool.next_full() {
+            rec.write(unsafe { &*b });
+            g.pool.give_back(b);
+            drained += 1;
+        }
+        let now = clock::now();
+        housekeeping(now);
+        if now.wrapping_sub(last_rss) >= ticks_100ms {
+            last_rss = now;
+            if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
+                rec.note(Op::Rss, now, rss);
+            }
+        }
+        if now.wrapping_sub(last_clock) >= ticks_1s {
+            last_clock = now;
+            let p = clock::pair();
+            rec.note(Op::Clock, p.ticks, p.mono_ns);
+            rec.flush_own();
+        }
+        if shutdown && g.pool.pending() == 0 {
+            break;
+        }
+        if drained == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(TICK_US));
+        }
+    }
+    let now = clock::now();
+    let untraced = lifecycle::UNTRACED.load(Relaxed);
+    if untraced > 0 {
+        rec.note(Op::Untraced, now, untraced);
+    }
+    if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
+        rec.note(Op::Rss, now, rss);
+    }
+    rec.note(Op::End, now, 0);
+    rec.flush_own();
+}
+
+/// The watchdog (a call seen inside the same hook on two ticks in a row is marked slow, so
+/// its record carries a backend time even when unsampled) and reaping of exited threads.
+fn housekeeping(now: u64) {
+    let stopping = lifecycle::STOPPING.load(Relaxed);
+    REGISTRY.for_each(|st| {
+        let v = st.in_call.load(Relaxed);
+        if v != 0 && v == st.wd_call {
+            if st.slow_call.load(Relaxed) != v {
+                st.slow_since.store(st.wd_at, Relaxed);
+                st.slow_call.store(v, Release);
+            }
+        } else {
+            st.wd_call = v;
+            st.wd_at = now;
+        }
+        // Reap a thread whose destructor ran and whose last buffer is handed over.
+        stopping || !(st.dead.load(Acquire) && st.closed.load(Acquire))
+    });
+}

@@ -1,0 +1,250 @@
+//! Per-thread recording state and the registry of all of them.
+//!
+//! A thread registers on its first traced call (slow path): it gets a stream number, a
+//! buffer, a ThreadStart record, and a pthread key whose destructor writes ThreadExit and
+//! hands the last buffer over when the thread ends. The registry is a list behind a
+//! spinlock taken only off the hot path (registration, exit, the recorder's housekeeping,
+//! fork), so fork's prepare handler can hold it across fork.
+use crate::config::OnFull;
+use crate::lifecycle::{self, G};
+use crate::tls;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use recorder::buffer::{Args, Buf};
+use recorder::{clock, Op};
+
+pub struct ThreadState {
+    pub buf: *mut Buf,
+    pub stream: u32,
+    pub tid: u32,
+    /// Counts down to the next timed call (0: timing off).
+    pub countdown: u32,
+    /// Events discarded since the last Dropped record (SHIM_ON_FULL=drop).
+    pub dropped: u64,
+    /// Serial number of the call in progress, 0 when none (read by the watchdog and by
+    /// the final flush).
+    pub in_call: AtomicU64,
+    pub calls: u64,
+    /// Set by the watchdog: call `slow_call` has been inside the backend since `slow_since`.
+    pub slow_call: AtomicU64,
+    pub slow_since: AtomicU64,
+    /// The watchdog's own notes: which call it saw last, and when.
+    pub wd_call: u64,
+    pub wd_at: u64,
+    /// The last buffer was handed to the recorder (exit, final flush): no more records.
+    pub closed: AtomicBool,
+    pub dead: AtomicBool,
+    pub next: *mut ThreadState,
+}
+
+/// The registry: a singly linked list of every live (and not yet reaped) thread.
+pub struct Registry {
+    lock: AtomicBool,
+    head: core::cell::UnsafeCell<*mut ThreadState>,
+}
+unsafe impl Sync for Registry {}
+
+pub static REGISTRY: Registry =
+    Registry { lock: AtomicBool::new(false), head: core::cell::UnsafeCell::new(core::ptr::null_mut()) };
+static NEXT_STREAM: AtomicU32 = AtomicU32::new(1);
+
+impl Registry {
+    pub fn lock(&self) {
+        while self.lock.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
+            core::hint::spin_loop();
+        }
+    }
+    pub fn unlock(&self) {
+        self.lock.store(false, Release);
+    }
+    /// Calls `f` on every registered thread with the lock held; `f` returns false to
+    /// unlink (and free) a thread it found dead.
+    pub fn for_each(&self, mut f: impl FnMut(&mut ThreadState) -> bool) {
+        self.lock();
+        unsafe {
+            let mut link: *mut *mut ThreadState = self.head.get();
+            while !(*link).is_null() {
+                let t = *link;
+                if f(&mut *t) {
+                    link = &raw mut (*t).next;
+                } else {
+                    *link = (*t).next;
+                    drop(Box::from_raw(t));
+                }
+            }
+        }
+        self.unlock();
+    }
+    fn push(&self, t: *mut ThreadState) {
+        self.lock();
+        unsafe {
+            (*t).next = *self.head.get();
+            *self.head.get() = t;
+        }
+        self.unlock();
+    }
+    /// After fork, in the child: only `keep` still exists; the rest is abandoned.
+    pub unsafe fn reset_to(&self, keep: *mut ThreadState) {
+        unsafe {
+            *self.head.get() = core::ptr::null_mut();
+            if !keep.is_null() {
+                (*keep).next = core::ptr::null_mut();
+                *self.head.get() = keep;
+            }
+        }
+        self.lock.store(false, Release);
+    }
+}
+
+static mut EXIT_KEY: libc::pthread_key_t = 0;
+
+pub fn init_exit_key() {
+    unsafe { libc::pthread_key_create(&raw mut EXIT_KEY, Some(on_thread_exit)) };
+}
+
+/// First traced call of a thread. Called with `busy` set.
+#[cold]
+pub fn register() -> *mut ThreadState {
+    let stream = NEXT_STREAM.fetch_add(1, Relaxed);
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    let g = G.get();
+    let buf = match g.pool.take_empty(stream, true) {
+        Some(b) => b,
+        None => return core::ptr::null_mut(),
+    };
+    let st = Box::into_raw(Box::new(ThreadState {
+        buf,
+        stream,
+        tid,
+        countdown: g.timing_period,
+        dropped: 0,
+        in_call: AtomicU64::new(0),
+        calls: 0,
+        slow_call: AtomicU64::new(0),
+        slow_since: AtomicU64::new(0),
+        wd_call: 0,
+        wd_at: 0,
+        closed: AtomicBool::new(false),
+        dead: AtomicBool::new(false),
+        next: core::ptr::null_mut(),
+    }));
+    unsafe {
+        (*st).start_stream();
+        libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
+    }
+    REGISTRY.push(st);
+    st
+}
+
+impl ThreadState {
+    /// Writes the ThreadStart record that opens this thread's stream.
+    pub fn start_stream(&mut self) {
+        let a = Args { value: self.tid as u64, ..Args::default() };
+        unsafe { (*self.buf).push(Op::ThreadStart, clock::now(), &a, None) };
+    }
+
+    /// Hands the current buffer to the recorder and takes an empty one (or, when none is
+    /// free, waits for one or discards this one, as SHIM_ON_FULL says).
+    #[cold]
+    pub fn swap_buffer(&mut self) {
+        let g = G.get();
+        let full = self.buf;
+        let next = match g.pool.take_empty(self.stream, !lifecycle::recorder_running()) {
+            Some(b) => Some(b),
+            None if g.on_full == OnFull::Block => self.wait_for_empty(),
+            None => None,
+        };
+        match next {
+            Some(b) => {
+                g.pool.send_full(full);
+                self.buf = b;
+            }
+            None => unsafe {
+                // Drop: discard what this buffer holds and say so in the next record.
+                self.dropped += (*full).n as u64;
+                (*full).reset(self.stream);
+            },
+        }
+        if self.dropped != 0 {
+            let a = Args { value: self.dropped, ..Args::default() };
+            unsafe { (*self.buf).push(Op::Dropped, clock::now(), &a, None) };
+            self.dropped = 0;
+        }
+    }
+
+    fn wait_for_empty(&mut self) -> Option<*mut Buf> {
+        let g = G.get();
+        let mut spins = 0u32;
+        loop {
+            if let Some(b) = g.pool.take_empty(self.stream, false) {
+                return Some(b);
+            }
+            if !lifecycle::recorder_running() {
+                // Nobody will ever empty a buffer: grow rather than hang.
+                return g.pool.take_empty(self.stream, true);
+            }
+            spins += 1;
+            if spins < 64 {
+                core::hint::spin_loop();
+            } else {
+                unsafe { libc::usleep(50) };
+            }
+        }
+    }
+
+    /// Hands the last buffer over (exit, final flush). Only one caller wins.
+    pub fn close(&mut self) -> bool {
+        if self.closed.swap(true, AcqRel) {
+            return false;
+        }
+        let g = G.get();
+        if unsafe { (*self.buf).is_empty() } {
+            g.pool.give_back(self.buf);
+        } else {
+            g.pool.send_full(self.buf);
+        }
+        true
+    }
+}
+
+/// In a fork child: the forking thread's state gets a buffer of the new pool and a new
+/// stream that opens the child's log.
+pub unsafe fn restart_in_child(st: &mut ThreadState) {
+    let g = G.get();
+    st.stream = NEXT_STREAM.fetch_add(1, Relaxed);
+    st.tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    match g.pool.take_empty(st.stream, true) {
+        Some(b) => st.buf = b,
+        None => return,
+    }
+    st.dropped = 0;
+    st.in_call.store(0, Relaxed);
+    st.slow_call.store(0, Relaxed);
+    st.closed.store(false, Relaxed);
+    st.dead.store(false, Relaxed);
+    st.start_stream();
+}
+
+/// pthread key destructor: the thread is ending.
+unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
+    let t = tls::get();
+    let st = p as *mut ThreadState;
+    if st.is_null() || t.state != st {
+        return;
+    }
+    t.busy += 1;
+    let s = unsafe { &mut *st };
+    // Same handshake as a hooked call, so the final flush never takes this buffer under us.
+    if crate::hot::enter(s) && !s.closed.load(Acquire) {
+        if !unsafe { (*s.buf).has_room() } {
+            s.swap_buffer();
+        }
+        unsafe { (*s.buf).push(Op::ThreadExit, clock::now(), &Args::default(), None) };
+        crate::hot::leave(s);
+        s.close();
+    } else {
+        crate::hot::leave(s);
+    }
+    s.dead.store(true, Release);
+    t.state = tls::EXITED;
+    t.busy -= 1;
+}
