@@ -32,6 +32,9 @@ static long counts[NOPS];
 static long free_null;
 static int usable_ok = 1;
 static int failures;
+/* NULL the compiler cannot see: gcc folds realloc(NULL, n) into malloc(n) and drops
+ * free(NULL), and the point here is to make those very calls. */
+static void *volatile null_ptr;
 
 static void rec(enum op op, size_t size, size_t count, size_t align, uintptr_t old, void *ptr, int ret) {
     counts[op]++;
@@ -58,7 +61,7 @@ static void *do_malloc(size_t n) {
 static void do_free(void *p) {
     if (!p) {
         free_null++;
-        free(p);
+        free(null_ptr);
         return;
     }
     rec(FREE, 0, 0, 0, 0, p, 0);
@@ -96,7 +99,7 @@ static void one_round(long pagesize) {
     }
 
     /* realloc: from NULL, growing through several size classes, then shrinking. */
-    char *r = realloc(NULL, 40);
+    char *r = realloc(null_ptr, 40);
     rec(REALLOC, 40, 0, 0, 0, r, 0);
     touch(r, 40);
     size_t sz = 40;
@@ -117,7 +120,7 @@ static void one_round(long pagesize) {
     do_free(q);
 
     /* reallocarray: from NULL, then growing. */
-    int *a = reallocarray(NULL, 10, sizeof(int));
+    int *a = reallocarray(null_ptr, 10, sizeof(int));
     rec(REALLOCARRAY, sizeof(int), 10, 0, 0, a, 0);
     touch(a, 10 * sizeof(int));
     old = (uintptr_t)a;

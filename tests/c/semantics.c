@@ -24,6 +24,9 @@ static volatile size_t HALF = SIZE_MAX / 2;
 static volatile size_t BIG = (size_t)1 << 62;
 static volatile size_t TOP_ALIGN = SIZE_MAX / 2 + 1; /* 2^63 */
 static size_t page;
+/* NULL the compiler cannot see: gcc folds realloc(NULL, n) into malloc(n) and drops
+ * free(NULL). */
+static void *volatile NUL;
 
 static const char *errname(int e) {
     static char buf[32];
@@ -125,8 +128,8 @@ int main(void) {
     }
 
     printf("== realloc\n");
-    CALL("realloc(NULL,0)", realloc(NULL, 0), 0, 0);
-    CALL("realloc(NULL,100)", realloc(NULL, 100), 16, 100);
+    CALL("realloc(NULL,0)", realloc(NUL, 0), 0, 0);
+    CALL("realloc(NULL,100)", realloc(NUL, 100), 16, 100);
     {
         unsigned char *p = malloc(100);
         memset(p, 0x11, 100);
@@ -160,8 +163,8 @@ int main(void) {
     }
 
     printf("== reallocarray\n");
-    CALL("reallocarray(NULL,10,10)", reallocarray(NULL, 10, 10), 16, 100);
-    CALL("reallocarray(NULL,SIZE_MAX/2,3) overflow", reallocarray(NULL, HALF, 3), 0, 0);
+    CALL("reallocarray(NULL,10,10)", reallocarray(NUL, 10, 10), 16, 100);
+    CALL("reallocarray(NULL,SIZE_MAX/2,3) overflow", reallocarray(NUL, HALF, 3), 0, 0);
     {
         unsigned char *p = malloc(50);
         memset(p, 0x44, 50);
@@ -227,7 +230,7 @@ int main(void) {
 
     printf("== malloc_usable_size / free\n");
     errno = SENTINEL;
-    printf("%-44s %zu errno=%s\n", "malloc_usable_size(NULL)", malloc_usable_size(NULL), errname(errno));
+    printf("%-44s %zu errno=%s\n", "malloc_usable_size(NULL)", malloc_usable_size(NUL), errname(errno));
     {
         void *p = malloc(1000);
         printf("%-44s %s\n", "malloc_usable_size(malloc(1000))>=1000", malloc_usable_size(p) >= 1000 ? "yes" : "no");
@@ -235,7 +238,7 @@ int main(void) {
         free(p);
         printf("%-44s errno=%s\n", "free(p)", errname(errno));
         errno = SENTINEL;
-        free(NULL);
+        free(NUL);
         printf("%-44s errno=%s\n", "free(NULL)", errname(errno));
         errno = SENTINEL;
         p = malloc(64);

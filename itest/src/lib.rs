@@ -1,0 +1,418 @@
+//! Helpers for the integration tests: where libshim.so, shimlog and the C test programs
+//! are, running a command with and without the shim (with a timeout), and reading the logs
+//! it left back with the recorder crate.
+//!
+//! `libshim.so` and `shimlog` are taken from `$SHIM_LIB` / `$SHIMLOG_BIN` when set, else from
+//! `<workspace>/target/release/` (what `cargo build --release` makes).
+use recorder::{Event, Header, LogReader, Op};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub use tempfile::TempDir;
+
+/// Every backend the shim can forward to, as SHIM_BACKEND spells it.
+pub const BACKENDS: [&str; 3] = ["glibc", "jemalloc", "mimalloc"];
+
+/// Calls the C runtime (and the dynamic loader) may make on a program's behalf, beyond the
+/// ones the program itself counted.
+pub const RUNTIME_SLACK: u64 = 16;
+
+/// How long any one command may run before the test kills it and fails.
+pub const TIMEOUT: Duration = Duration::from_secs(90);
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+fn artifact(var: &str, name: &str) -> PathBuf {
+    let p = match std::env::var_os(var) {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => workspace_root().join("target/release").join(name),
+    };
+    assert!(
+        p.is_file(),
+        "{} not found: build it with `cargo build --release` or point {var} at it",
+        p.display()
+    );
+    p
+}
+
+/// The shim library the tests preload.
+pub fn shim_lib() -> PathBuf {
+    artifact("SHIM_LIB", "libshim.so")
+}
+
+/// The shimlog binary.
+pub fn shimlog_bin() -> PathBuf {
+    artifact("SHIMLOG_BIN", "shimlog")
+}
+
+/// A C program that build.rs compiled from tests/c/NAME.c (or workloads/NAME.c).
+pub fn cprog(name: &str) -> PathBuf {
+    let p = Path::new(env!("ITEST_CBIN")).join(name);
+    assert!(p.is_file(), "{} was not built by itest/build.rs", p.display());
+    p
+}
+
+/// What a finished command left.
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    /// The stdout parsed as one JSON document (panics with the text when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout_str(), self.stderr)
+        })
+    }
+    /// Each stdout line parsed as JSON.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout_str()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+    pub fn assert_success(&self, what: &str) {
+        assert!(
+            self.status.success(),
+            "{what}: exited with {}\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout_str(),
+            self.stderr
+        );
+    }
+}
+
+/// A command to run, without environment from the test process that could change the
+/// shim's behaviour (SHIM_*, LD_PRELOAD, MALLOC_CONF, MIMALLOC_*).
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if k.starts_with("SHIM_")
+            || k == "LD_PRELOAD"
+            || k == "MALLOC_CONF"
+            || k == "_RJEM_MALLOC_CONF"
+            || k.starts_with("MIMALLOC_")
+        {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// Runs `cmd` to completion with stdin closed, killing its whole process group after
+/// [`TIMEOUT`] (and failing the test).
+pub fn run(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            Ok(())
+        });
+    }
+    let shown = format!("{cmd:?}");
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let pgid = child.id() as i32;
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("{shown} did not finish within {TIMEOUT:?}; killed it");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = start.elapsed();
+    // Children the command left behind in its group would hold the pipes open.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let stdout = t_out.join().expect("stdout reader");
+    let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
+    Output { status, stdout, stderr, elapsed }
+}
+
+/// A run under the shim: its output, and the directory its logs went to.
+pub struct Traced {
+    pub out: Output,
+    pub dir: TempDir,
+}
+
+impl Traced {
+    /// Every file the run left in its log directory, sorted by name.
+    pub fn logs(&self) -> Vec<PathBuf> {
+        list_files(self.dir.path())
+    }
+    /// The run's only log (fails when there is not exactly one).
+    pub fn only_log(&self) -> PathBuf {
+        let logs = self.logs();
+        assert_eq!(logs.len(), 1, "expected exactly one log, found {logs:?}\nstderr:\n{}", self.out.stderr);
+        logs[0].clone()
+    }
+}
+
+pub fn list_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read log dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Sets the environment that preloads the shim with `backend`, logging into `dir`
+/// (`dir/%e.%p.shimlog`).
+pub fn preload(cmd: &mut Command, backend: &str, dir: &Path) {
+    cmd.env("LD_PRELOAD", shim_lib())
+        .env("SHIM_BACKEND", backend)
+        .env("SHIM_LOG", dir.join("%e.%p.shimlog"));
+}
+
+/// Runs the command `make()` builds under the shim with `backend`, logs in a fresh directory.
+pub fn run_traced(backend: &str, make: impl FnOnce() -> Command) -> Traced {
+    let dir = tempfile::Builder::new().prefix("itest-logs-").tempdir().expect("tempdir");
+    let mut cmd = make();
+    preload(&mut cmd, backend, dir.path());
+    let out = run(cmd);
+    Traced { out, dir }
+}
+
+/// `shimlog dump LOG --format jsonl`, parsed.
+pub fn dump_jsonl(log: &Path) -> Vec<serde_json::Value> {
+    let mut c = command(shimlog_bin());
+    c.arg("dump").arg(log).args(["--format", "jsonl"]);
+    let out = run(c);
+    out.assert_success("shimlog dump --format jsonl");
+    out.stdout_str()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("dump line is not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// What reading a whole log found. Built in one streaming pass; only the events the caller
+/// asked to keep are held.
+#[derive(Default)]
+pub struct Analysis {
+    pub path: PathBuf,
+    pub header: Header,
+    /// Problems found while indexing and while decoding (one line each).
+    pub issues: Vec<String>,
+    pub clean_end: bool,
+    pub events: u64,
+    /// Events per operation name (allocation ops and process/thread records alike).
+    pub ops: BTreeMap<&'static str, u64>,
+    /// Tids seen in thread_start records.
+    pub threads: HashSet<u32>,
+    /// A free / realloc of a non-null pointer that was not live (first few kept).
+    pub unmatched_frees: u64,
+    pub unmatched_examples: Vec<Event>,
+    /// An allocation returning an address that was still live.
+    pub double_live: u64,
+    pub double_examples: Vec<Event>,
+    /// An aligned allocation whose result is not aligned as asked (or valloc/pvalloc not
+    /// page-aligned).
+    pub misaligned: u64,
+    pub misaligned_examples: Vec<Event>,
+    /// Blocks live at the end: address -> (requested bytes, allocating tid).
+    pub live: HashMap<u64, (u64, u32)>,
+    /// For blocks whose allocation was kept: (allocating tid, freeing tid) -> count.
+    pub kept_pairs: HashMap<(u32, u32), u64>,
+    /// Blocks live at the end whose allocation was kept.
+    pub kept_live: HashSet<u64>,
+    /// The events `keep` selected, in log order.
+    pub kept: Vec<Event>,
+    /// Allocation-family events with a backend time.
+    pub timed: u64,
+    pub alloc_events: u64,
+}
+
+impl Analysis {
+    pub fn count(&self, op: &str) -> u64 {
+        self.ops.get(op).copied().unwrap_or(0)
+    }
+    /// Fails the test when the log had read issues, an address live twice, a misaligned
+    /// result, or (`strict`) a free of an address the log never showed allocated.
+    pub fn assert_consistent(&self, strict: bool) {
+        let p = self.path.display();
+        assert!(self.issues.is_empty(), "{p}: read issues: {:?}", self.issues);
+        assert_eq!(self.double_live, 0, "{p}: addresses returned while still live, e.g. {:?}", self.double_examples);
+        assert_eq!(self.misaligned, 0, "{p}: misaligned results, e.g. {:?}", self.misaligned_examples);
+        if strict {
+            assert_eq!(
+                self.unmatched_frees, 0,
+                "{p}: frees of addresses not live in the log, e.g. {:?}",
+                self.unmatched_examples
+            );
+        }
+    }
+}
+
+const EXAMPLES: usize = 5;
+
+/// Reads the log at `path` and checks every event against a model of the live blocks.
+/// Panics when the log cannot be opened.
+pub fn analyze(path: &Path, keep: impl Fn(&Event) -> bool) -> Analysis {
+    let r = LogReader::open(path.to_str().expect("utf-8 path"))
+        .unwrap_or_else(|e| panic!("cannot open log {}: {e}", path.display()));
+    let mut a = Analysis {
+        path: path.to_path_buf(),
+        header: r.header.clone(),
+        issues: r.issues.iter().map(|i| i.to_string()).collect(),
+        ..Default::default()
+    };
+    let page = r.header.page_size.max(1);
+    let mut events = r.events();
+    for e in &mut events {
+        a.events += 1;
+        *a.ops.entry(e.op.name()).or_default() += 1;
+        if e.op == Op::ThreadStart {
+            a.threads.insert(e.tid);
+        }
+        if !e.op.is_alloc_family() {
+            continue;
+        }
+        a.alloc_events += 1;
+        if e.backend_ns.is_some() {
+            a.timed += 1;
+        }
+        let k = keep(&e);
+        if k {
+            a.kept.push(e);
+        }
+        // The block given back, if any.
+        let freed = match e.op {
+            Op::Free if e.ptr != 0 => Some(e.ptr),
+            Op::Realloc | Op::Reallocarray if e.old != 0 && (e.ptr != 0 || e.requested() == 0) => Some(e.old),
+            _ => None,
+        };
+        if let Some(p) = freed {
+            match a.live.remove(&p) {
+                Some((_, tid)) => {
+                    if a.kept_live.remove(&p) {
+                        *a.kept_pairs.entry((tid, e.tid)).or_default() += 1;
+                    }
+                }
+                None => {
+                    a.unmatched_frees += 1;
+                    if a.unmatched_examples.len() < EXAMPLES {
+                        a.unmatched_examples.push(e);
+                    }
+                }
+            }
+        }
+        if e.op.allocates() && e.ptr != 0 {
+            let want = match e.op {
+                Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => e.align.max(1).next_power_of_two(),
+                Op::Valloc | Op::Pvalloc => page,
+                _ => 1,
+            };
+            if e.ptr % want != 0 {
+                a.misaligned += 1;
+                if a.misaligned_examples.len() < EXAMPLES {
+                    a.misaligned_examples.push(e);
+                }
+            }
+            if a.live.insert(e.ptr, (e.requested(), e.tid)).is_some() {
+                a.double_live += 1;
+                if a.double_examples.len() < EXAMPLES {
+                    a.double_examples.push(e);
+                }
+            }
+            if k {
+                a.kept_live.insert(e.ptr);
+            } else {
+                a.kept_live.remove(&e.ptr);
+            }
+        }
+    }
+    a.issues.extend(events.issues.iter().map(|i| i.to_string()));
+    a.clean_end = events.clean_end;
+    a
+}
+
+/// Analyses every log of a traced run, in file-name order.
+pub fn analyze_all(t: &Traced, keep: impl Fn(&Event) -> bool + Copy) -> Vec<Analysis> {
+    t.logs().iter().map(|p| analyze(p, keep)).collect()
+}
+
+/// Fails unless `got` lies in `want ..= want + slack`.
+pub fn assert_within(what: &str, got: u64, want: u64, slack: u64) {
+    assert!(
+        got >= want && got <= want + slack,
+        "{what}: the log has {got}, the program made {want} (allowed up to {} for the C runtime's own calls)",
+        want + slack
+    );
+}
+
+/// The real path of an interpreter found on PATH (resolving wrapper scripts such as
+/// pyenv's shims by asking the interpreter itself).
+pub fn python3() -> PathBuf {
+    let out = run({
+        let mut c = command("python3");
+        c.args(["-c", "import sys; print(sys.executable)"]);
+        c
+    });
+    out.assert_success("python3 -c 'print(sys.executable)'");
+    let p = PathBuf::from(out.stdout_str().trim());
+    assert!(p.is_file(), "python3 reports {} as its executable, which is not a file", p.display());
+    p
+}
+
+/// Collects failed checks so that a test reports all of them at once.
+#[derive(Default)]
+pub struct Checks {
+    pub failed: Vec<String>,
+}
+
+impl Checks {
+    pub fn new() -> Self {
+        Checks::default()
+    }
+    pub fn check(&mut self, ok: bool, msg: impl FnOnce() -> String) {
+        if !ok {
+            self.failed.push(msg());
+        }
+    }
+    /// `got` must lie in `want ..= want + slack`.
+    pub fn within(&mut self, what: &str, got: u64, want: u64, slack: u64) {
+        self.check(got >= want && got <= want + slack, || {
+            format!(
+                "{what}: the log has {got}, the program made {want} (allowed up to {} for the C runtime's own calls)",
+                want + slack
+            )
+        });
+    }
+    pub fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+        self.check(got == want, || format!("{what}: got {got:?}, want {want:?}"));
+    }
+    /// Panics listing every failed check.
+    pub fn finish(self, context: &str) {
+        assert!(self.failed.is_empty(), "{context}:\n  - {}", self.failed.join("\n  - "));
+    }
+}
