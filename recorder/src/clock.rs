@@ -2,7 +2,7 @@
 //!
 //! Events carry raw ticks; the header carries the rate and a reference pair so readers
 //! convert to nanoseconds. An allocation is stamped with [`after`] (waits for the backend's
-//! loads to complete), a free with [`before`] (completes before the backend touches the
+//! loads to complete), a free with [`before`] (taken before the backend touches the
 //! pointer), so that across threads a block's free always sorts before its reuse.
 use core::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -65,18 +65,14 @@ pub fn after() -> u64 {
     mono_ns()
 }
 
-/// Ticks read before any later instruction starts (stamp for a free).
+/// Ticks for a free, read before the backend gets the pointer. No fence is needed: RDTSC
+/// reads the counter when it executes, which is before it retires; the backend's stores
+/// that publish the freed block retire after it and only then become visible to other
+/// threads. (The allocation side does need RDTSCP: a plain RDTSC could execute before the
+/// load that found the block.)
 #[inline(always)]
 pub fn before() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if USE_TSC.load(Relaxed) {
-        unsafe {
-            let t = core::arch::x86_64::_rdtsc();
-            core::arch::x86_64::_mm_lfence();
-            return t;
-        }
-    }
-    mono_ns()
+    now()
 }
 
 /// A (ticks, monotonic ns) pair taken together.

@@ -71,6 +71,9 @@ fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
 /// backend returns, so the block's reuse sorts after any other thread's free of it.
 #[inline(always)]
 pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    if lifecycle::forwarding_only() {
+        return call();
+    }
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;
@@ -90,6 +93,9 @@ pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_
 /// free: stamped before the backend gets the pointer.
 #[inline(always)]
 pub fn free(p: *mut c_void, call: impl FnOnce()) {
+    if lifecycle::forwarding_only() {
+        return call();
+    }
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;

@@ -42,6 +42,8 @@ const RUNNING: u8 = 1;
 const DONE: u8 = 2;
 static INIT: AtomicU8 = AtomicU8::new(UNINIT);
 static TRACING: AtomicBool = AtomicBool::new(false);
+/// Initialised with recording off (SHIM_TRACE=0, setuid, no log): every call just forwards.
+static FORWARD_ONLY: AtomicBool = AtomicBool::new(false);
 /// Set once the final flush (or a write failure) has begun: threads stop recording.
 pub static STOPPING: AtomicBool = AtomicBool::new(false);
 /// The recorder should drain what is queued, close the log and exit.
@@ -59,6 +61,10 @@ static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
 #[inline(always)]
 pub fn tracing() -> bool {
     TRACING.load(Relaxed)
+}
+#[inline(always)]
+pub fn forwarding_only() -> bool {
+    FORWARD_ONLY.load(Relaxed)
 }
 #[inline(always)]
 pub fn flush_ticks() -> u64 {
@@ -96,6 +102,7 @@ pub fn ensure_init() {
     }
     if INIT.compare_exchange(UNINIT, RUNNING, AcqRel, Acquire).is_ok() {
         init();
+        FORWARD_ONLY.store(!tracing(), Relaxed);
         INIT.store(DONE, Release);
     } else {
         while INIT.load(Acquire) != DONE {
