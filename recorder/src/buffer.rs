@@ -164,6 +164,7 @@ impl<'a> Decoder<'a> {
 
 impl DecodeState {
     /// Next record of `data`, `Ok(None)` at the end, `Err(offset)` at a malformed record.
+    #[inline]
     pub fn next_record(&mut self, data: &[u8]) -> Result<Option<RawRecord>, usize> {
         if self.pos >= data.len() {
             return Ok(None);
@@ -176,8 +177,35 @@ impl DecodeState {
         let dt = varint::get(d, &mut self.pos).ok_or(at)?;
         let ticks = self.last_ticks.wrapping_add(varint::unzigzag(dt) as u64);
         let mut a = RawArgs::default();
-        for f in op.layout() {
-            let v = varint::get(d, &mut self.pos).ok_or(at)?;
+        // One arm per op with its layout a constant, so that the field loop unrolls into
+        // straight-line code (a loop over a runtime layout costs an indirect jump per field).
+        macro_rules! by_op {
+            ($($o:ident),*) => {
+                match op { $(Op::$o => self.fields(d, Op::$o.layout(), &mut a),)* }
+            };
+        }
+        let ok = by_op!(
+            Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
+            Valloc, Pvalloc, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End
+        );
+        if !ok {
+            return Err(at);
+        }
+        let backend_ticks = if tag & TAG_TIMED != 0 {
+            Some(varint::get(d, &mut self.pos).ok_or(at)?)
+        } else {
+            None
+        };
+        self.last_ticks = ticks;
+        Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
+    }
+
+    #[inline(always)]
+    fn fields(&mut self, d: &[u8], layout: &[Field], a: &mut RawArgs) -> bool {
+        for f in layout {
+            let Some(v) = varint::get(d, &mut self.pos) else {
+                return false;
+            };
             match f {
                 Field::Size => a.size = v,
                 Field::Count => a.count = v,
@@ -190,13 +218,7 @@ impl DecodeState {
                 }
             }
         }
-        let backend_ticks = if tag & TAG_TIMED != 0 {
-            Some(varint::get(d, &mut self.pos).ok_or(at)?)
-        } else {
-            None
-        };
-        self.last_ticks = ticks;
-        Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
+        true
     }
 }
 

@@ -232,14 +232,27 @@ struct Cursor {
     next: RawRecord,
 }
 
-/// Merge order: ticks, then a free before anything else (its block may be the one the other
-/// record returns), then the stream; the last field is the cursor's slot.
-type Key = (u64, u64, u32);
+/// Merge order, packed into one integer so that the heap compares cheaply: ticks (high 64
+/// bits), then a free before anything else (its block may be the one the other record
+/// returns), then the stream; the low 31 bits are the cursor's slot.
+type Key = u128;
+const SLOT_BITS: u32 = 31;
 
 #[inline(always)]
 fn key(r: &RawRecord, stream: u32, slot: u32) -> Key {
     let class: u64 = if r.op == Op::Free { 0 } else { 1 };
-    (r.ticks, (class << 32) | stream as u64, slot)
+    let low = (class << 63) | ((stream as u64) << SLOT_BITS) | slot as u64;
+    ((r.ticks as u128) << 64) | low as u128
+}
+
+#[inline(always)]
+fn key_ticks(k: Key) -> u64 {
+    (k >> 64) as u64
+}
+
+#[inline(always)]
+fn key_slot(k: Key) -> u32 {
+    (k as u32) & ((1 << SLOT_BITS) - 1)
 }
 
 /// What decoding needs besides the cursor being advanced.
@@ -374,7 +387,7 @@ impl Iterator for Events<'_> {
     fn next(&mut self) -> Option<Event> {
         // Bring in every stream that starts no later than the earliest record in hand.
         loop {
-            let head = self.active.peek().map(|Reverse(k)| k.0);
+            let head = self.active.peek().map(|Reverse(k)| key_ticks(*k));
             match self.pending.peek().copied() {
                 Some(Reverse((first, s))) if head.is_none_or(|h| first <= h) => {
                     self.pending.pop();
@@ -385,7 +398,7 @@ impl Iterator for Events<'_> {
             }
         }
         let mut top = self.active.peek_mut()?;
-        let slot = top.0 .2;
+        let slot = key_slot(top.0);
         let c = &mut self.cursors[slot as usize];
         let rec = c.next;
         if rec.op == Op::ThreadStart {

@@ -27,8 +27,29 @@ pub fn put(out: &mut [u8], mut v: u64) -> usize {
 }
 
 /// Reads a varint from `inp[*pos..]`, advancing `pos`. None when cut off or over-long.
-#[inline]
+#[inline(always)]
 pub fn get(inp: &[u8], pos: &mut usize) -> Option<u64> {
+    let p = *pos;
+    // Away from the end of the input, one bounds check for the longest encoding.
+    if let Some(b) = inp.get(p..p + MAX_LEN) {
+        let mut v: u64 = 0;
+        for (i, &x) in b.iter().enumerate() {
+            if i == MAX_LEN - 1 && x > 1 {
+                return None;
+            }
+            v |= ((x & 0x7f) as u64) << (7 * i);
+            if x < 0x80 {
+                *pos = p + i + 1;
+                return Some(v);
+            }
+        }
+        return None;
+    }
+    get_tail(inp, pos)
+}
+
+#[inline(never)]
+fn get_tail(inp: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v: u64 = 0;
     let mut shift = 0u32;
     loop {
