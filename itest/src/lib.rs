@@ -60,6 +60,8 @@ pub fn cprog(name: &str) -> PathBuf {
 
 /// What a finished command left.
 pub struct Output {
+    /// The pid of the process started (the first of the logs it leaves is its own).
+    pub pid: u32,
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: String,
@@ -154,7 +156,7 @@ pub fn run(mut cmd: Command) -> Output {
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let stdout = t_out.join().expect("stdout reader");
     let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
-    Output { status, stdout, stderr, elapsed }
+    Output { pid: pgid as u32, status, stdout, stderr, elapsed }
 }
 
 /// A run under the shim: its output, and the directory its logs went to.
