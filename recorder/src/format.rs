@@ -43,7 +43,8 @@ pub struct Header {
     pub start_mono_ns: u64,
     /// "tsc" or "monotonic".
     pub clock: String,
-    /// Event ticks per second.
+    /// Event ticks per second (0 in a log whose process ended before the recorder had
+    /// calibrated the clock; such a log has no frames).
     pub ticks_per_sec: f64,
     /// Tick count at the reference point.
     pub ref_ticks: u64,
@@ -61,11 +62,12 @@ impl Header {
         if ticks <= self.ref_ticks {
             return 0;
         }
-        ((ticks - self.ref_ticks) as f64 * 1e9 / self.ticks_per_sec) as u64
+        self.dur_ns(ticks - self.ref_ticks)
     }
     #[inline]
     pub fn dur_ns(&self, ticks: u64) -> u64 {
-        (ticks as f64 * 1e9 / self.ticks_per_sec) as u64
+        let tps = if self.ticks_per_sec > 0.0 { self.ticks_per_sec } else { 1e9 };
+        (ticks as f64 * 1e9 / tps) as u64
     }
 }
 

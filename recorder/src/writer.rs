@@ -75,7 +75,47 @@ fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes a log: the preamble and header once, then one zstd frame per buffer.
+/// Writes the preamble and the header at the start of a new log, the JSON padded with
+/// spaces to leave room for [`rewrite_header`]. Returns the header length reserved.
+///
+/// The header goes out as soon as the file exists, so a process that execs or dies a
+/// moment later still leaves a valid (if empty) log.
+pub fn write_header(fd: i32, h: &Header) -> io::Result<u32> {
+    let json = serde_json::to_vec(h).map_err(io::Error::other)?;
+    let reserved = (json.len() + 256).next_multiple_of(1024);
+    let mut b = Vec::with_capacity(format::PREAMBLE_LEN + reserved);
+    b.extend_from_slice(&format::preamble(reserved as u32));
+    b.extend_from_slice(&json);
+    b.resize(format::PREAMBLE_LEN + reserved, b' ');
+    write_all(fd, &b)?;
+    Ok(reserved as u32)
+}
+
+/// Replaces the header in place (same reserved length), e.g. once the clock is calibrated.
+pub fn rewrite_header(fd: i32, h: &Header, reserved: u32) -> io::Result<()> {
+    let mut json = serde_json::to_vec(h).map_err(io::Error::other)?;
+    if json.len() > reserved as usize {
+        return Err(io::Error::other("header grew past its reserved space"));
+    }
+    json.resize(reserved as usize, b' ');
+    let mut off = format::PREAMBLE_LEN as i64;
+    let mut rest = &json[..];
+    while !rest.is_empty() {
+        let n = unsafe { libc::pwrite(fd, rest.as_ptr() as *const libc::c_void, rest.len(), off) };
+        if n <= 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        rest = &rest[n as usize..];
+        off += n as i64;
+    }
+    Ok(())
+}
+
+/// Writes a log's frames, one zstd frame per buffer.
 pub struct LogWriter {
     fd: i32,
     comp: zstd::bulk::Compressor<'static>,
@@ -101,14 +141,9 @@ impl LogWriter {
         })
     }
 
-    pub fn write_header(&mut self, h: &Header) -> io::Result<()> {
-        let json = serde_json::to_vec(h).map_err(io::Error::other)?;
-        let mut b = Vec::with_capacity(format::PREAMBLE_LEN + json.len());
-        b.extend_from_slice(&format::preamble(json.len() as u32));
-        b.extend_from_slice(&json);
-        write_all(self.fd, &b)?;
-        self.bytes += b.len() as u64;
-        Ok(())
+    /// Counts the header that [`write_header`] already put in the file.
+    pub fn note_header(&mut self, reserved: u32) {
+        self.bytes += (format::PREAMBLE_LEN as u32 + reserved) as u64;
     }
 
     /// Compresses `buf` into one frame and writes it with one write(2).

@@ -5,6 +5,7 @@
 
 mod config;
 mod exports;
+mod header;
 mod hot;
 mod lifecycle;
 mod recorder_thread;

@@ -18,6 +18,8 @@ pub struct Globals {
     pub zstd_level: i32,
     pub fd: i32,
     pub log_path: String,
+    /// Bytes reserved for the header JSON (rewritten in place once calibrated).
+    pub header_reserved: u32,
     /// SHIM_LOG as given (None: the default), for the logs of fork children.
     pub log_pattern: Option<String>,
     /// Reference clock pair, and wall-clock time at it.
@@ -165,14 +167,33 @@ fn init() {
         zstd_level: cfg.zstd_level,
         fd,
         log_path,
+        header_reserved: 0,
         log_pattern: pattern,
         p0,
         start_unix_ns,
         forked: false,
         ppid: unsafe { libc::getppid() } as u32,
     });
+    let Some(g) = with_header(g) else { return };
     G.0.store(Box::into_raw(g), Release);
     TRACING.store(true, Release);
+}
+
+/// Writes the header of a new log (provisional clock rate until the recorder calibrates).
+/// None, with one line on stderr, when the write fails.
+fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
+    let tps = f64::from_bits(TPS_BITS.load(Relaxed));
+    match recorder::writer::write_header(g.fd, &crate::header::build(&g, tps)) {
+        Ok(r) => {
+            g.header_reserved = r;
+            Some(g)
+        }
+        Err(e) => {
+            say(&format!("shim: cannot write log {}: {e}; the program runs without recording", g.log_path));
+            unsafe { libc::close(g.fd) };
+            None
+        }
+    }
 }
 
 fn new_pool() -> Pool {
@@ -267,6 +288,7 @@ extern "C" fn fork_child() {
         zstd_level: old.zstd_level,
         fd,
         log_path,
+        header_reserved: 0,
         log_pattern: old.log_pattern.clone(),
         p0: clock::pair(),
         start_unix_ns: clock::unix_ns(),
@@ -276,6 +298,12 @@ extern "C" fn fork_child() {
     // The parent's pool, buffers and thread states are abandoned (other threads' buffers
     // may have been mid-update at fork); the parent's fd stays the parent's.
     unsafe { libc::close(old.fd) };
+    let Some(g) = with_header(g) else {
+        TRACING.store(false, Relaxed);
+        unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
+        t.busy -= 1;
+        return;
+    };
     G.0.store(Box::into_raw(g), Release);
     UNTRACED.store(0, Relaxed);
     RECORDER_RUNNING.store(false, Release);

@@ -7,7 +7,7 @@ use crate::tls;
 use core::sync::atomic::Ordering::*;
 use recorder::buffer::{Args, Buf};
 use recorder::writer::LogWriter;
-use recorder::{clock, Header, Op};
+use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
 
@@ -35,42 +35,6 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     run();
     lifecycle::RECORDER_DONE.store(true, Release);
     core::ptr::null_mut()
-}
-
-fn header(tps: f64) -> Header {
-    let g = G.get();
-    let cmdline = std::fs::read("/proc/self/cmdline")
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    Header {
-        format_version: recorder::format::VERSION,
-        pid: unsafe { libc::getpid() } as u32,
-        ppid: g.ppid,
-        forked: g.forked,
-        exe: std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        cmdline,
-        backend: g.backend.name().to_string(),
-        backend_version: g.backend.version(),
-        page_size: lifecycle::page_size() as u64,
-        start_unix_ns: g.start_unix_ns,
-        start_mono_ns: g.p0.mono_ns,
-        clock: clock::source().to_string(),
-        ticks_per_sec: tps,
-        ref_ticks: g.p0.ticks,
-        timing: g.timing.describe(),
-        on_full: match g.on_full {
-            crate::config::OnFull::Block => "block".into(),
-            crate::config::OnFull::Drop => "drop".into(),
-        },
-        shim_version: env!("CARGO_PKG_VERSION").to_string(),
-    }
 }
 
 fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
@@ -144,7 +108,8 @@ fn run() {
     };
     lifecycle::FLUSH_TICKS.store(tps as u64, Relaxed);
     let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
-    if let Err(e) = rec.w.write_header(&header(tps)) {
+    rec.w.note_header(g.header_reserved);
+    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
         say(&format!("shim: writing log {} failed: {e}; the program runs without recording", g.log_path));
         rec.failed = true;
         lifecycle::STOPPING.store(true, SeqCst);

@@ -1,0 +1,40 @@
+//! The log header: what process this is, with which backend and clock.
+use crate::lifecycle::{self, Globals};
+use recorder::{clock, Header};
+
+/// The header for `g`'s log; `tps` is 0 until the recorder has calibrated the clock.
+pub fn build(g: &Globals, tps: f64) -> Header {
+    let cmdline = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Header {
+        format_version: recorder::format::VERSION,
+        pid: unsafe { libc::getpid() } as u32,
+        ppid: g.ppid,
+        forked: g.forked,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        cmdline,
+        backend: g.backend.name().to_string(),
+        backend_version: g.backend.version(),
+        page_size: lifecycle::page_size() as u64,
+        start_unix_ns: g.start_unix_ns,
+        start_mono_ns: g.p0.mono_ns,
+        clock: clock::source().to_string(),
+        ticks_per_sec: tps,
+        ref_ticks: g.p0.ticks,
+        timing: g.timing.describe(),
+        on_full: match g.on_full {
+            crate::config::OnFull::Block => "block".into(),
+            crate::config::OnFull::Drop => "drop".into(),
+        },
+        shim_version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
