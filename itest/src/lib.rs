@@ -258,20 +258,36 @@ impl Analysis {
     pub fn count(&self, op: &str) -> u64 {
         self.ops.get(op).copied().unwrap_or(0)
     }
-    /// Fails the test when the log had read issues, an address live twice, a misaligned
-    /// result, or (`strict`) a free of an address the log never showed allocated.
-    pub fn assert_consistent(&self, strict: bool) {
+    /// What is wrong with the log: read issues, an address live twice, a misaligned result,
+    /// or (`strict`) a free of an address the log never showed allocated.
+    pub fn consistency_failures(&self, strict: bool) -> Vec<String> {
         let p = self.path.display();
-        assert!(self.issues.is_empty(), "{p}: read issues: {:?}", self.issues);
-        assert_eq!(self.double_live, 0, "{p}: addresses returned while still live, e.g. {:?}", self.double_examples);
-        assert_eq!(self.misaligned, 0, "{p}: misaligned results, e.g. {:?}", self.misaligned_examples);
-        if strict {
-            assert_eq!(
-                self.unmatched_frees, 0,
-                "{p}: frees of addresses not live in the log, e.g. {:?}",
-                self.unmatched_examples
-            );
+        let mut v = Vec::new();
+        if !self.issues.is_empty() {
+            v.push(format!("{p}: read issues: {:?}", self.issues));
         }
+        if self.double_live > 0 {
+            v.push(format!(
+                "{p}: {} allocations returned an address still live, e.g. {:?}",
+                self.double_live, self.double_examples
+            ));
+        }
+        if self.misaligned > 0 {
+            v.push(format!("{p}: {} misaligned results, e.g. {:?}", self.misaligned, self.misaligned_examples));
+        }
+        if strict && self.unmatched_frees > 0 {
+            v.push(format!(
+                "{p}: {} frees of addresses not live in the log, e.g. {:?}",
+                self.unmatched_frees, self.unmatched_examples
+            ));
+        }
+        v
+    }
+
+    /// Panics on any of [`Analysis::consistency_failures`].
+    pub fn assert_consistent(&self, strict: bool) {
+        let f = self.consistency_failures(strict);
+        assert!(f.is_empty(), "{}", f.join("\n"));
     }
 }
 
@@ -280,6 +296,12 @@ const EXAMPLES: usize = 5;
 /// Reads the log at `path` and checks every event against a model of the live blocks.
 /// Panics when the log cannot be opened.
 pub fn analyze(path: &Path, keep: impl Fn(&Event) -> bool) -> Analysis {
+    analyze_opts(path, keep, true)
+}
+
+/// [`analyze`], keeping the selected events in `kept` only when `store` (the pairs and
+/// live set of the selected blocks are tracked either way).
+pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> Analysis {
     let r = LogReader::open(path.to_str().expect("utf-8 path"))
         .unwrap_or_else(|e| panic!("cannot open log {}: {e}", path.display()));
     let mut a = Analysis {
@@ -304,7 +326,7 @@ pub fn analyze(path: &Path, keep: impl Fn(&Event) -> bool) -> Analysis {
             a.timed += 1;
         }
         let k = keep(&e);
-        if k {
+        if k && store {
             a.kept.push(e);
         }
         // The block given back, if any.

@@ -167,7 +167,8 @@ int main(void) {
     }
 
     /* Phase 3: lifetimes. 1000 blocks freed right after their malloc; 100 blocks of 72 bytes
-     * each with exactly 10 allocations between its malloc and its free; 20 blocks held 3 ms. */
+     * each with exactly 10 allocations between its malloc and its free; 20 blocks of 4100
+     * bytes held 3 ms. */
     for (int i = 0; i < 1000; i++) {
         void *p = k_malloc(48);
         k_free(p);
@@ -182,7 +183,7 @@ int main(void) {
             k_free(v[j]);
     }
     for (int i = 0; i < 20; i++) {
-        void *p = k_malloc(4000);
+        void *p = k_malloc(4100); /* a size no other phase uses */
         sleep_ms(3);
         k_free(p);
     }
@@ -212,7 +213,7 @@ int main(void) {
         "\"cross_thread_pair\":{\"from_tid\":%ld,\"to_tid\":%ld,\"count\":%d,\"size\":2048},"
         "\"free_bursts\":{\"min_run\":64,\"count\":%ld,\"longest\":%ld,\"runs\":[100,64],"
         "\"not_a_burst_run\":63},"
-        "\"lifetimes\":{\"held_at_least_2ms\":%d,\"immediate_pairs\":{\"count\":1000,\"size\":48},"
+        "\"lifetimes\":{\"held_at_least_2ms\":%d,\"held_sizes\":[4100,2048],\"immediate_pairs\":{\"count\":1000,\"size\":48},"
         "\"ten_allocs_between\":{\"count\":100,\"size\":72},\"never_freed\":7},"
         "\"main_mallocs_before_threads\":%ld}\n",
         (int)getpid(), (long)syscall(SYS_gettid), tid_a, tid_b, errors, n_malloc, n_calloc,
