@@ -1,0 +1,188 @@
+//! The replay's results as they travel from a child to the parent and out as `--json`.
+use super::measure::{Percentiles, RssSample, SlopClass};
+use super::plan::{PlanMeta, Skipped};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The whole `--json` document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub log: String,
+    pub program: Program,
+    pub options: Options,
+    pub plan: PlanSummary,
+    /// One per backend, in the order asked for.
+    pub backends: Vec<BackendResult>,
+    /// Sentences a reader should see with the numbers (what was excluded, not touched...).
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Program {
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    pub pid: u32,
+    /// The backend the program ran on while it was recorded.
+    pub recorded_backend: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Options {
+    pub pace: bool,
+    pub touch: bool,
+}
+
+/// What the pre-pass found: the same for every backend.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanSummary {
+    pub events: u64,
+    pub calls: u64,
+    pub threads: usize,
+    pub ops: BTreeMap<String, u64>,
+    pub ops_total: u64,
+    pub skipped: Skipped,
+    pub cross_thread_frees: u64,
+    pub cross_thread_reallocs: u64,
+    pub waiting_ops: u64,
+    pub ideal_bytes: u64,
+    pub peak_live_blocks: u64,
+    pub end_live_bytes: u64,
+    pub end_live_blocks: u64,
+    pub slots: u32,
+    pub recorded_duration_ns: u64,
+    pub dropped_events: u64,
+    pub untraced_calls: u64,
+    pub plan_bytes: u64,
+    pub issues: Vec<String>,
+}
+
+impl PlanSummary {
+    pub fn of(m: &PlanMeta) -> PlanSummary {
+        PlanSummary {
+            events: m.events,
+            calls: m.calls,
+            threads: m.threads.len(),
+            ops: m.ops.clone(),
+            ops_total: m.ops.values().sum(),
+            skipped: m.skipped.clone(),
+            cross_thread_frees: m.cross_thread_frees,
+            cross_thread_reallocs: m.cross_thread_reallocs,
+            waiting_ops: m.waiting_ops,
+            ideal_bytes: m.ideal_bytes,
+            peak_live_blocks: m.peak_live_blocks,
+            end_live_bytes: m.end_live_bytes,
+            end_live_blocks: m.end_live_blocks,
+            slots: m.slots,
+            recorded_duration_ns: m.last_ts_ns.saturating_sub(m.first_ts_ns),
+            dropped_events: m.dropped_events,
+            untraced_calls: m.untraced_calls,
+            plan_bytes: m.plan_bytes,
+            issues: m.issues.clone(),
+        }
+    }
+}
+
+/// A backend's column: its replay's figures, or why there are none.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BackendResult {
+    pub backend: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Replay>,
+}
+
+/// What one child measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Replay {
+    pub version: String,
+    pub wall_ns: u64,
+    pub cpu_user_ns: u64,
+    pub cpu_sys_ns: u64,
+    /// Time inside the allocator, summed over all calls and threads.
+    pub alloc_ns_total: u64,
+    /// Latency of each backend function called ("all" for every call together).
+    pub latency: BTreeMap<String, Percentiles>,
+    /// Ops made, by recorded C function: the same in every backend's column.
+    pub ops: BTreeMap<String, u64>,
+    pub ops_total: u64,
+    /// Events per second of each replay thread (ops / the thread's own running time).
+    pub events_per_s_per_thread: Throughput,
+    pub events_per_s_total: f64,
+    pub threads: Vec<ThreadResult>,
+    pub memory: Memory,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub voluntary_context_switches: u64,
+    pub involuntary_context_switches: u64,
+    /// usable - requested per request size class, over every allocation made.
+    pub slop: Vec<SlopClass>,
+    pub slop_bytes_total: u64,
+    pub requested_bytes_total: u64,
+    /// Frees (and reallocs to 0) that this replay made on a thread other than the one that
+    /// allocated the block.
+    pub cross_thread_frees: u64,
+    pub cross_thread_reallocs: u64,
+    /// Ops that found the block's previous op not yet replayed by its thread and waited.
+    pub waits: u64,
+    /// Allocations that returned NULL in the replay though the program got a block.
+    pub replay_failures: u64,
+    /// Aligned allocations whose result was not aligned as asked (should be 0).
+    pub misaligned_results: u64,
+    /// Requested bytes still live when the replay ended (the plan's end_live_bytes).
+    pub end_live_bytes: i64,
+    /// The allocator's own counters after the replay (names as it calls them).
+    pub allocator_stats: BTreeMap<String, u64>,
+    pub excluded: Excluded,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Throughput {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ThreadResult {
+    pub tid: u32,
+    pub ops: u64,
+    pub run_ns: u64,
+    pub events_per_s: f64,
+    pub waits: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Memory {
+    /// The replay's peak resident set above the baseline (VmHWM after a reset at the start).
+    pub peak_rss_bytes: u64,
+    /// The same from the sampled series (a lower bound of the true peak).
+    pub peak_rss_sampled_bytes: u64,
+    /// Resident set above the baseline once every thread ended.
+    pub end_rss_bytes: u64,
+    /// Peak live requested bytes in log order (same for every backend).
+    pub ideal_bytes: u64,
+    /// peak_rss_bytes / ideal_bytes.
+    pub fragmentation: f64,
+    /// How peak_rss_bytes was read.
+    pub peak_source: String,
+    pub samples: Vec<RssSample>,
+    pub sample_interval_ns: u64,
+}
+
+/// What the child kept out of the measured figures.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Excluded {
+    /// Resident set just before the first replayed op: shimlog itself, the child's
+    /// bookkeeping (below) and the replay threads' stacks. Subtracted from every RSS figure.
+    pub baseline_rss_bytes: u64,
+    /// The slot table (one entry per block the replay can hold at once).
+    pub slot_table_bytes: u64,
+    /// Each thread's op buffer.
+    pub op_buffer_bytes: u64,
+    pub histogram_bytes: u64,
+    /// What one clock read costs on average; every latency includes about one.
+    pub timer_cost_ns: f64,
+    /// The clock the latencies were read from ("tsc" or "monotonic").
+    pub clock: String,
+}

@@ -1,0 +1,440 @@
+//! `shimlog replay` on synthetic logs written with the recorder's own writer, run as the real
+//! binary: what the replay reproduces (peak live bytes, cross-thread frees, op counts), what
+//! it skips, that cyclic hand-offs between threads do not deadlock, and the options.
+use recorder::buffer::{Args, Buf};
+use recorder::writer::{create_log, write_header, LogWriter};
+use recorder::{Header, Op};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+/// Builds a log call by call; every call gets the next tick, so the merged order of the
+/// log is the order of the calls here.
+struct LogBuilder {
+    threads: Vec<(u32, Vec<(u64, Op, Args)>)>,
+    t: u64,
+}
+
+impl LogBuilder {
+    fn new(tids: &[u32]) -> LogBuilder {
+        let threads = tids
+            .iter()
+            .enumerate()
+            .map(|(i, &tid)| (tid, vec![(1 + i as u64, Op::ThreadStart, Args { value: tid as u64, ..Args::default() })]))
+            .collect();
+        LogBuilder { threads, t: 1000 }
+    }
+    fn push(&mut self, th: usize, op: Op, a: Args) {
+        self.t += 10;
+        self.threads[th].1.push((self.t, op, a));
+    }
+    /// Moves the clock on by `ns` nanoseconds (ticks are ns in these logs).
+    fn gap(&mut self, ns: u64) {
+        self.t += ns;
+    }
+    fn malloc(&mut self, th: usize, size: u64, ptr: u64) {
+        self.push(th, Op::Malloc, Args { size, ptr, ..Args::default() });
+    }
+    fn calloc(&mut self, th: usize, count: u64, size: u64, ptr: u64) {
+        self.push(th, Op::Calloc, Args { count, size, ptr, ..Args::default() });
+    }
+    fn realloc(&mut self, th: usize, old: u64, size: u64, ptr: u64) {
+        self.push(th, Op::Realloc, Args { old, size, ptr, ..Args::default() });
+    }
+    fn free(&mut self, th: usize, ptr: u64) {
+        self.push(th, Op::Free, Args { ptr, ..Args::default() });
+    }
+    fn aligned(&mut self, th: usize, op: Op, align: u64, size: u64, ptr: u64) {
+        self.push(th, op, Args { align, size, ptr, ..Args::default() });
+    }
+
+    fn write(&self, path: &Path) {
+        let (fd, used) = create_log(path.to_str().unwrap()).unwrap();
+        assert_eq!(used, path.to_str().unwrap());
+        let h = Header {
+            format_version: recorder::format::VERSION,
+            pid: 4242,
+            ppid: 1,
+            exe: "/usr/bin/synthetic".into(),
+            cmdline: vec!["synthetic".into(), "--test".into()],
+            backend: "glibc".into(),
+            backend_version: "2.36".into(),
+            page_size: 4096,
+            clock: "monotonic".into(),
+            ticks_per_sec: 1e9,
+            ref_ticks: 0,
+            timing: "none".into(),
+            on_full: "block".into(),
+            ..Header::default()
+        };
+        let reserved = write_header(fd, &h).unwrap();
+        let mut w = LogWriter::new(fd, 1).unwrap();
+        w.note_header(reserved);
+        for (i, (_, recs)) in self.threads.iter().enumerate() {
+            let stream = i as u32 + 1;
+            let mut b = Buf::new_boxed(stream);
+            for (t, op, a) in recs {
+                if !b.has_room() {
+                    w.write_buf(&b).unwrap();
+                    b.reset(stream);
+                }
+                b.push(*op, *t, a, None);
+            }
+            w.write_buf(&b).unwrap();
+        }
+        let mut b = Buf::new_boxed(0);
+        b.push(Op::End, self.t + 10, &Args::default(), None);
+        w.write_buf(&b).unwrap();
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("shimlog-replay-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Runs `shimlog replay` with a time limit; panics when it runs past it.
+fn shimlog(args: &[&str], limit: Duration) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_shimlog"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the pipes on threads so that a full pipe cannot stall the child.
+    let mut so = c.stdout.take().unwrap();
+    let mut se = c.stderr.take().unwrap();
+    let ho = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut so, &mut v).unwrap();
+        v
+    });
+    let he = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut se, &mut v).unwrap();
+        v
+    });
+    let status = match c.wait_timeout(limit).unwrap() {
+        Some(s) => s,
+        None => {
+            c.kill().unwrap();
+            c.wait().unwrap();
+            panic!("shimlog {args:?} did not finish within {limit:?} (deadlock?)");
+        }
+    };
+    Output { status, stdout: ho.join().unwrap(), stderr: he.join().unwrap() }
+}
+
+fn replay_json(log: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["replay", log.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let out = shimlog(&args, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "shimlog {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ops(v: &Value) -> BTreeMap<String, u64> {
+    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect()
+}
+
+fn expect_ops(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// Every backend column replayed exactly `want`, with no failures, and the plan agrees.
+fn check_ops(r: &Value, want: &BTreeMap<String, u64>) {
+    assert_eq!(&ops(&r["plan"]["ops"]), want);
+    let backends = r["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 3, "all three backends by default");
+    for b in backends {
+        assert!(b.get("error").is_none(), "{b}");
+        assert_eq!(&ops(&b["ops"]), want, "backend {}", b["backend"]);
+        assert_eq!(b["replay_failures"], 0, "backend {}", b["backend"]);
+        assert_eq!(b["misaligned_results"], 0, "backend {}", b["backend"]);
+    }
+}
+
+#[test]
+fn known_peak_and_cross_thread_frees_are_reproduced() {
+    let mut l = LogBuilder::new(&[101, 102]);
+    let (a, b) = (0, 1);
+    l.aligned(a, Op::PosixMemalign, 64, 1000, 0x9000_0000);
+    let blk = |i: u64| 0x1000_0000 + i * 0x10000;
+    for i in 0..64 {
+        l.malloc(a, 100 * (i + 1), blk(i));
+    }
+    // Live now: 1000 + 100 * (1 + ... + 64) = 209,000 bytes, the peak.
+    for i in (1..64).step_by(2) {
+        l.free(b, blk(i)); // 32 frees of blocks thread a allocated
+    }
+    for i in (0..64).step_by(2) {
+        l.free(a, blk(i));
+    }
+    // The address of a block b freed comes back to a: a new block, not the old one.
+    l.malloc(a, 500, blk(1));
+    l.calloc(b, 4, 25, 0x2000_0000);
+    l.realloc(a, 0x2000_0000, 300, 0x2100_0000); // cross-thread realloc
+    l.free(b, 0x2100_0000); // cross: a reallocated it last
+    l.free(b, blk(1)); // cross
+    l.free(a, 0x9000_0000);
+    let log = tmp("known.shimlog");
+    l.write(&log);
+
+    let r = replay_json(&log, &[]);
+    check_ops(
+        &r,
+        &expect_ops(&[("posix_memalign", 1), ("malloc", 65), ("calloc", 1), ("realloc", 1), ("free", 67)]),
+    );
+    let p = &r["plan"];
+    assert_eq!(p["ideal_bytes"], 209_000);
+    assert_eq!(p["peak_live_blocks"], 65);
+    assert_eq!(p["cross_thread_frees"], 34);
+    assert_eq!(p["cross_thread_reallocs"], 1);
+    assert_eq!(p["threads"], 2);
+    for be in r["backends"].as_array().unwrap() {
+        let name = &be["backend"];
+        assert_eq!(be["memory"]["ideal_bytes"], 209_000, "{name}");
+        // Counted by the replay threads themselves: freed on a thread other than the one
+        // whose replayed allocation the slot holds.
+        assert_eq!(be["cross_thread_frees"], 34, "{name}");
+        assert_eq!(be["cross_thread_reallocs"], 1, "{name}");
+        assert_eq!(be["end_live_bytes"], 0, "{name}");
+        // Every allocation's requested size reached the backend: 209,000 + 500 + 100 + 300.
+        assert_eq!(be["requested_bytes_total"], 209_900, "{name}");
+        for c in be["slop"].as_array().unwrap() {
+            assert!(c["usable_bytes"].as_u64() >= c["requested_bytes"].as_u64(), "{name}: {c}");
+        }
+        assert_eq!(be["threads"].as_array().unwrap().len(), 2);
+        let lat = &be["latency"];
+        assert_eq!(lat["all"]["calls"], 135, "{name}: every call timed");
+        assert_eq!(lat["memalign"]["calls"], 1);
+        assert_eq!(lat["free"]["calls"], 67);
+        assert!(be["events_per_s_per_thread"]["median"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn threads_handing_blocks_round_a_cycle_do_not_deadlock() {
+    // Four threads; every block goes round the ring: allocated by thread i, reallocated by
+    // i+1, i+2 and i+3, freed by i+4 = i. Every thread waits on its neighbour's last op
+    // while its neighbour waits on it: a cycle of hand-offs in every round. Addresses are
+    // the same in every round, so slots are reused across threads too.
+    const N: usize = 4;
+    const ROUNDS: u64 = 300;
+    let mut l = LogBuilder::new(&[11, 12, 13, 14]);
+    let addr = |i: usize, hop: u64| 0x4000_0000 + (i as u64) * 0x100_0000 + hop * 0x1000;
+    for _ in 0..ROUNDS {
+        for i in 0..N {
+            l.malloc(i, 32, addr(i, 0));
+        }
+        for hop in 1..N as u64 {
+            for i in 0..N {
+                let th = (i + hop as usize) % N;
+                l.realloc(th, addr(i, hop - 1), 32 + hop * 16, addr(i, hop));
+            }
+        }
+        for i in 0..N {
+            l.free(i, addr(i, N as u64 - 1));
+        }
+    }
+    let log = tmp("cycle.shimlog");
+    l.write(&log);
+    let r = replay_json(&log, &[]);
+    let blocks = ROUNDS * N as u64;
+    check_ops(&r, &expect_ops(&[("malloc", blocks), ("realloc", 3 * blocks), ("free", blocks)]));
+    assert_eq!(r["plan"]["cross_thread_reallocs"], 3 * blocks);
+    assert_eq!(r["plan"]["cross_thread_frees"], blocks);
+    assert!(r["plan"]["slots"].as_u64().unwrap() <= 2 * N as u64, "slots are reused: {}", r["plan"]["slots"]);
+    for be in r["backends"].as_array().unwrap() {
+        assert_eq!(be["cross_thread_reallocs"], 3 * blocks, "{}", be["backend"]);
+        assert_eq!(be["cross_thread_frees"], blocks, "{}", be["backend"]);
+        assert_eq!(be["end_live_bytes"], 0);
+    }
+}
+
+#[test]
+fn unknown_pointers_and_null_results_are_skipped_and_counted() {
+    let mut l = LogBuilder::new(&[7]);
+    l.free(0, 0xdead_0000); // allocated before capture began
+    l.free(0, 0xdead_1000);
+    l.realloc(0, 0xbeef_0000, 64, 0x5000_0000); // unknown old block: result is a new block
+    l.malloc(0, 1 << 50, 0); // failed
+    l.calloc(0, 1 << 40, 1 << 30, 0); // overflow: failed
+    l.push(0, Op::PosixMemalign, Args { align: 64, size: 1 << 50, ptr: 0, value: 12, ..Args::default() });
+    l.malloc(0, 128, 0x6000_0000);
+    l.realloc(0, 0x6000_0000, 1 << 50, 0); // failed: the block stays as it was
+    l.free(0, 0); // free(NULL)
+    l.free(0, 0x6000_0000);
+    l.free(0, 0x5000_0000);
+    let log = tmp("unknown.shimlog");
+    l.write(&log);
+    let r = replay_json(&log, &[]);
+    check_ops(&r, &expect_ops(&[("malloc", 1), ("realloc", 1), ("free", 2)]));
+    let s = &r["plan"]["skipped"];
+    assert_eq!(s["unknown_free"], 2);
+    assert_eq!(s["unknown_realloc"], 1);
+    assert_eq!(s["null_result"], 4);
+    assert_eq!(s["free_null"], 1);
+    assert_eq!(s["missed_free"], 0);
+    assert_eq!(r["plan"]["ideal_bytes"], 192);
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("2 frees and 1 reallocs of pointers the log never saw allocated"), "{notes}");
+    for be in r["backends"].as_array().unwrap() {
+        assert_eq!(be["end_live_bytes"], 0);
+        assert_eq!(be["requested_bytes_total"], 192);
+    }
+}
+
+#[test]
+fn every_kind_of_call_is_replayed_as_itself_by_every_backend() {
+    let mut l = LogBuilder::new(&[1, 2]);
+    l.malloc(0, 10, 0x100_0000);
+    l.calloc(1, 3, 7, 0x200_0000);
+    l.realloc(0, 0x200_0000, 40, 0x300_0000);
+    l.push(1, Op::Reallocarray, Args { old: 0x300_0000, count: 5, size: 20, ptr: 0x310_0000, ..Args::default() });
+    l.realloc(0, 0, 24, 0x400_0000); // realloc(NULL, 24) is malloc
+    l.realloc(1, 0x400_0000, 0, 0); // glibc's realloc(p, 0) frees p
+    l.aligned(0, Op::PosixMemalign, 256, 100, 0x500_0000);
+    l.aligned(0, Op::AlignedAlloc, 4096, 8192, 0x600_0000);
+    l.aligned(1, Op::Memalign, 48, 10, 0x700_0000); // not a power of two: rounded up
+    l.aligned(1, Op::Valloc, 0, 100, 0x800_0000);
+    l.aligned(0, Op::Pvalloc, 0, 5000, 0x900_0000);
+    for p in [0x100_0000, 0x310_0000, 0x500_0000, 0x600_0000, 0x700_0000, 0x800_0000, 0x900_0000] {
+        l.free(1, p);
+    }
+    let log = tmp("kinds.shimlog");
+    l.write(&log);
+    let r = replay_json(&log, &[]);
+    check_ops(
+        &r,
+        &expect_ops(&[
+            ("malloc", 1),
+            ("calloc", 1),
+            ("realloc", 3),
+            ("reallocarray", 1),
+            ("posix_memalign", 1),
+            ("aligned_alloc", 1),
+            ("memalign", 1),
+            ("valloc", 1),
+            ("pvalloc", 1),
+            ("free", 7),
+        ]),
+    );
+    for be in r["backends"].as_array().unwrap() {
+        let lat = &be["latency"];
+        // The backend functions called: aligned forms through memalign, realloc(NULL) through
+        // malloc, realloc(p, 0) through free.
+        assert_eq!(lat["memalign"]["calls"], 5, "{}", be["backend"]);
+        assert_eq!(lat["malloc"]["calls"], 2);
+        assert_eq!(lat["calloc"]["calls"], 1);
+        assert_eq!(lat["realloc"]["calls"], 2);
+        assert_eq!(lat["free"]["calls"], 8);
+        assert_eq!(be["end_live_bytes"], 0);
+    }
+}
+
+#[test]
+fn pace_keeps_the_recorded_gaps() {
+    let mut l = LogBuilder::new(&[1]);
+    l.malloc(0, 100, 0x1000_0000);
+    l.gap(300_000_000);
+    l.free(0, 0x1000_0000);
+    let log = tmp("pace.shimlog");
+    l.write(&log);
+    let fast = replay_json(&log, &["--backend", "glibc"]);
+    let paced = replay_json(&log, &["--backend", "glibc", "--pace"]);
+    let wall = |r: &Value| r["backends"][0]["wall_ns"].as_u64().unwrap();
+    assert!(wall(&fast) < 100_000_000, "fast replay took {} ns", wall(&fast));
+    assert!(wall(&paced) >= 290_000_000, "paced replay took {} ns", wall(&paced));
+    assert_eq!(paced["options"]["pace"], true);
+}
+
+#[test]
+fn touch_makes_rss_follow_the_blocks() {
+    const BIG: u64 = 64 << 20;
+    let mut l = LogBuilder::new(&[1]);
+    l.malloc(0, BIG, 0x1000_0000);
+    l.free(0, 0x1000_0000);
+    let log = tmp("touch.shimlog");
+    l.write(&log);
+    let untouched = replay_json(&log, &[]);
+    let touched = replay_json(&log, &["--touch"]);
+    for i in 0..3 {
+        let u = &untouched["backends"][i];
+        let t = &touched["backends"][i];
+        let peak = |b: &Value| b["memory"]["peak_rss_bytes"].as_u64().unwrap();
+        assert!(peak(u) < BIG / 4, "{}: untouched peak {}", u["backend"], peak(u));
+        assert!(peak(t) >= BIG * 9 / 10, "{}: touched peak {}", t["backend"], peak(t));
+        assert!(t["memory"]["fragmentation"].as_f64().unwrap() >= 0.9);
+        assert!(t["minor_faults"].as_u64().unwrap() >= BIG / 4096 / 2 / 512, "{t}");
+    }
+    assert!(untouched["notes"].to_string().contains("memory was not touched"));
+    assert!(!touched["notes"].to_string().contains("memory was not touched"));
+}
+
+#[test]
+fn the_table_has_one_column_per_backend_and_marks_the_best() {
+    let mut l = LogBuilder::new(&[1, 2]);
+    for i in 0..200 {
+        l.malloc(i % 2, 16 + i as u64, 0x1000_0000 + i as u64 * 0x100);
+    }
+    for i in 0..200 {
+        l.free((i + 1) % 2, 0x1000_0000 + i as u64 * 0x100);
+    }
+    let log = tmp("table.shimlog");
+    l.write(&log);
+    let out = shimlog(
+        &["replay", log.to_str().unwrap(), "--backend", "jemalloc,mimalloc"],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8(out.stdout).unwrap();
+    let head = s.lines().find(|l| l.contains("jemalloc") && l.contains("mimalloc")).unwrap();
+    assert!(!head.contains("glibc"), "only the backends asked for: {head}");
+    let wall = s.lines().find(|l| l.starts_with("wall time")).unwrap();
+    assert!(wall.contains('*'), "{wall}");
+    assert!(s.contains("cross-thread frees"), "{s}");
+    assert!(s.contains("memory was not touched"), "{s}");
+    assert!(s.contains("excluded from every RSS figure"), "{s}");
+    // Progress goes to stderr only on a terminal.
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error() {
+    let mut l = LogBuilder::new(&[1]);
+    l.malloc(0, 1, 0x1000);
+    let log = tmp("bad.shimlog");
+    l.write(&log);
+    let out = shimlog(&["replay", log.to_str().unwrap(), "--backend", "tcmalloc"], Duration::from_secs(30));
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("unknown backend 'tcmalloc' (accepted: glibc, jemalloc, mimalloc)"), "{e}");
+
+    let junk = tmp("junk.shimlog");
+    std::fs::write(&junk, b"this is not a log").unwrap();
+    let out = shimlog(&["replay", junk.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("not a shim log"), "{e}");
+
+    let empty = tmp("empty.shimlog");
+    LogBuilder::new(&[1]).write(&empty);
+    let out = shimlog(&["replay", empty.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("no malloc-family calls"), "{e}");
+}
