@@ -3,5 +3,6 @@
 // hooks (see shared/INTERPOSITION.md).
 fn main() {
     println!("cargo:rerun-if-changed=src/tls.c");
-    cc::Build::new().file("src/tls.c").opt_level(2).flag("-ftls-model=initial-exec").compile("shimtls");
+    println!("cargo:rerun-if-changed=src/exec.c");
+    cc::Build::new().file("src/tls.c").file("src/exec.c").opt_level(2).flag("-ftls-model=initial-exec").compile("shimtls");
 }

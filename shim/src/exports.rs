@@ -169,3 +169,89 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     crate::lifecycle::ensure_init_untraced();
     unsafe { be::usable_size(p) }
 }
+
+// exec: the new image loads the shim afresh and writes its own log, so this one is flushed
+// and closed first. glibc's exec functions call each other internally, out of reach of
+// interposition, so each is wrapped; the variadic execl family is in exec.c (it builds an
+// argv and calls these).
+
+type Argv = *const *const libc::c_char;
+
+/// The next definition of `name` (glibc's), looked up once.
+fn real(slot: &core::sync::atomic::AtomicUsize, name: &core::ffi::CStr) -> usize {
+    use core::sync::atomic::Ordering::Relaxed;
+    let mut f = slot.load(Relaxed);
+    if f == 0 {
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(f, Relaxed);
+    }
+    f
+}
+
+macro_rules! exec_hook {
+    ($name:ident, $cname:literal, ($($a:ident: $t:ty),*)) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> i32 {
+            static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let f = real(&REAL, $cname);
+            if f == 0 {
+                set_errno(libc::ENOSYS);
+                return -1;
+            }
+            let f: unsafe extern "C" fn($($t),*) -> i32 = unsafe { core::mem::transmute(f) };
+            let flushed = crate::lifecycle::before_exec();
+            let rc = unsafe { f($($a),*) };
+            if flushed {
+                let e = unsafe { *libc::__errno_location() };
+                crate::lifecycle::after_failed_exec();
+                set_errno(e);
+            }
+            rc
+        }
+    };
+}
+
+exec_hook!(execve, c"execve", (path: *const libc::c_char, argv: Argv, envp: Argv));
+exec_hook!(execv, c"execv", (path: *const libc::c_char, argv: Argv));
+exec_hook!(execvp, c"execvp", (file: *const libc::c_char, argv: Argv));
+exec_hook!(execvpe, c"execvpe", (file: *const libc::c_char, argv: Argv, envp: Argv));
+exec_hook!(fexecve, c"fexecve", (fd: i32, argv: Argv, envp: Argv));
+
+// _exit and _Exit run no atexit handler: flush first (dash, for one, ends with _exit).
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: i32) -> ! {
+    crate::lifecycle::before_exit();
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    loop {}
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: i32) -> ! {
+    crate::lifecycle::before_exit();
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    loop {}
+}
+
+#[cfg(target_arch = "x86_64")]
+mod variadic_exec {
+    // Stable Rust cannot define a variadic function; these exported trampolines jump to the
+    // C definitions in exec.c with every argument register and the stack untouched.
+    unsafe extern "C" {
+        fn shim_execl();
+        fn shim_execlp();
+        fn shim_execle();
+    }
+    macro_rules! trampoline {
+        ($name:ident, $target:ident) => {
+            #[unsafe(no_mangle)]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn $name() {
+                core::arch::naked_asm!("jmp {}", sym $target)
+            }
+        };
+    }
+    trampoline!(execl, shim_execl);
+    trampoline!(execlp, shim_execlp);
+    trampoline!(execle, shim_execle);
+}

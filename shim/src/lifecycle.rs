@@ -27,6 +27,9 @@ pub struct Globals {
     pub start_unix_ns: u64,
     pub forked: bool,
     pub ppid: u32,
+    /// The process this log belongs to (a vfork or _Fork child shares or copies our state
+    /// without running any handler: it must never flush).
+    pub pid: u32,
 }
 
 pub struct GlobalCell(AtomicPtr<Globals>);
@@ -173,6 +176,7 @@ fn init() {
         start_unix_ns,
         forked: false,
         ppid: unsafe { libc::getppid() } as u32,
+        pid: unsafe { libc::getpid() } as u32,
     });
     let Some(g) = with_header(g) else { return };
     G.0.store(Box::into_raw(g), Release);
@@ -265,18 +269,30 @@ extern "C" fn fork_child() {
     }
     let t = tls::get();
     t.busy += 1;
-    let old = G.get();
-    let st = if (t.state as usize) > 1 { t.state } else { core::ptr::null_mut() };
     if STOPPING.load(Relaxed) {
-        TRACING.store(false, Relaxed);
-        unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
-        t.busy -= 1;
-        return;
+        // Forked during the final flush: the child forwards only.
+        stop_for_good();
+    } else {
+        restart(true);
     }
+    t.busy -= 1;
+}
+
+/// Recording stays off in this process from now on.
+fn stop_for_good() {
+    TRACING.store(false, Relaxed);
+    FORWARD_ONLY.store(true, Relaxed);
+    unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
+}
+
+/// Starts a new log for this process, with one thread: after fork (in the child) or after
+/// an exec that failed. Every other thread state, the old pool and its buffers are
+/// abandoned (they may have been mid-update); the calling thread registers again on its
+/// next call.
+fn restart(forked: bool) {
+    let old = G.get();
     let Some((fd, log_path)) = open_log(old.log_pattern.as_deref()) else {
-        TRACING.store(false, Relaxed);
-        unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
-        t.busy -= 1;
+        stop_for_good();
         return;
     };
     let g = Box::new(Globals {
@@ -292,16 +308,15 @@ extern "C" fn fork_child() {
         log_pattern: old.log_pattern.clone(),
         p0: clock::pair(),
         start_unix_ns: clock::unix_ns(),
-        forked: true,
+        forked: forked || old.forked,
         ppid: unsafe { libc::getppid() } as u32,
+        pid: unsafe { libc::getpid() } as u32,
     });
-    // The parent's pool, buffers and thread states are abandoned (other threads' buffers
-    // may have been mid-update at fork); the parent's fd stays the parent's.
-    unsafe { libc::close(old.fd) };
+    if forked {
+        unsafe { libc::close(old.fd) }; // the parent's log stays the parent's
+    }
     let Some(g) = with_header(g) else {
-        TRACING.store(false, Relaxed);
-        unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
-        t.busy -= 1;
+        stop_for_good();
         return;
     };
     G.0.store(Box::into_raw(g), Release);
@@ -309,11 +324,53 @@ extern "C" fn fork_child() {
     RECORDER_RUNNING.store(false, Release);
     RECORDER_DONE.store(false, Release);
     SHUTDOWN.store(false, Release);
-    if !st.is_null() {
-        unsafe { crate::thread::restart_in_child(&mut *st) };
-    }
-    unsafe { REGISTRY.reset_to(st) };
+    unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
+    tls::get().state = core::ptr::null_mut();
+    STOPPING.store(false, SeqCst);
+    TRACING.store(true, Release);
     recorder_thread::start();
+}
+
+/// True in the process that owns the log (not in a vfork or _Fork child).
+fn own_process() -> bool {
+    unsafe { libc::getpid() as u32 == G.get().pid }
+}
+
+/// Before exec: the new image loads the shim afresh, so write everything now.
+pub fn before_exec() -> bool {
+    if !tracing() || STOPPING.load(Relaxed) || !own_process() {
+        return false;
+    }
+    final_flush();
+    true
+}
+
+/// Before _exit/_Exit, which run no atexit handler.
+pub fn before_exit() {
+    if tracing() && own_process() {
+        final_flush();
+    }
+}
+
+/// The exec failed and the program goes on: record into a new log, when that is safe (no
+/// other thread was recording, so none can still hold a buffer).
+pub fn after_failed_exec() {
+    let t = tls::get();
+    t.busy += 1;
+    let mut others = 0;
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    REGISTRY.for_each(|st| {
+        if st.tid != me && !st.dead.load(Acquire) {
+            others += 1;
+        }
+        true
+    });
+    if others == 0 {
+        restart(false);
+    } else {
+        say("shim: exec failed in a multi-threaded process; recording stopped, the program continues");
+        stop_for_good();
+    }
     t.busy -= 1;
 }
 
@@ -335,7 +392,7 @@ fn membarrier() {
 /// STOPPING; here STOPPING is stored and, after membarrier (a full barrier on every running
 /// thread), `in_call` is loaded. So either the thread sees STOPPING and hands its own
 /// buffer over, or this sees it inside a call and waits for it to leave.
-extern "C" fn final_flush() {
+pub extern "C" fn final_flush() {
     if !tracing() || STOPPING.load(Relaxed) && RECORDER_DONE.load(Acquire) {
         return;
     }

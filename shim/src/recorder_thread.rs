@@ -19,9 +19,13 @@ pub fn start() {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        // Running from now on, as far as the final flush is concerned: it must wait for a
+        // recorder that has not been scheduled yet.
+        lifecycle::RECORDER_RUNNING.store(true, Release);
         let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         if rc != 0 {
+            lifecycle::RECORDER_RUNNING.store(false, Release);
             say("shim: cannot start the recorder thread; the program runs without recording");
             lifecycle::STOPPING.store(true, SeqCst);
         }
@@ -31,7 +35,6 @@ pub fn start() {
 extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     // Everything this thread does (zstd, writes, our own Vecs) passes straight through.
     tls::get().busy = 1;
-    lifecycle::RECORDER_RUNNING.store(true, Release);
     run();
     lifecycle::RECORDER_DONE.store(true, Release);
     core::ptr::null_mut()

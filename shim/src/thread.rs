@@ -206,24 +206,6 @@ impl ThreadState {
     }
 }
 
-/// In a fork child: the forking thread's state gets a buffer of the new pool and a new
-/// stream that opens the child's log.
-pub unsafe fn restart_in_child(st: &mut ThreadState) {
-    let g = G.get();
-    st.stream = NEXT_STREAM.fetch_add(1, Relaxed);
-    st.tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-    match g.pool.take_empty(st.stream, true) {
-        Some(b) => st.buf = b,
-        None => return,
-    }
-    st.dropped = 0;
-    st.in_call.store(0, Relaxed);
-    st.slow_call.store(0, Relaxed);
-    st.closed.store(false, Relaxed);
-    st.dead.store(false, Relaxed);
-    st.start_stream();
-}
-
 /// pthread key destructor: the thread is ending.
 unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     let t = tls::get();
