@@ -165,7 +165,10 @@ static void *worker(void *arg) {
             free(slot[k]);
             st->freed_local++;
         }
-    free(buf);
+    if (buf) {
+        free(buf);
+        st->freed_local++;
+    }
     return NULL;
 }
 
@@ -186,7 +189,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < nthreads; t++)
         pthread_join(th[t], NULL);
 
-    unsigned long ops[NOPS] = {0}, bytes = 0, passed = 0, bad = 0, total = 0;
+    unsigned long ops[NOPS] = {0}, bytes = 0, passed = 0, bad = 0, total = 0, frees = 0;
     for (int t = 0; t < nthreads; t++) {
         stats[t].freed_passed += drain(t); /* blocks passed on after their receiver stopped */
         for (int o = 0; o < NOPS; o++) {
@@ -195,11 +198,12 @@ int main(int argc, char **argv) {
         }
         bytes += stats[t].bytes;
         passed += stats[t].passed;
+        frees += stats[t].freed_local + stats[t].freed_passed;
         bad += stats[t].bad;
     }
     printf("demo: threads=%d iterations=%ld allocations=%lu", nthreads, iterations, total);
     for (int o = 0; o < NOPS; o++)
         printf(" %s=%lu", op_names[o], ops[o]);
-    printf(" bytes=%lu passed_to_other_threads=%lu errors=%lu\n", bytes, passed, bad);
+    printf(" frees=%lu bytes=%lu passed_to_other_threads=%lu errors=%lu\n", frees, bytes, passed, bad);
     return bad ? 1 : 0;
 }

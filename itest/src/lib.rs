@@ -385,15 +385,6 @@ pub fn analyze_all(t: &Traced, keep: impl Fn(&Event) -> bool + Copy) -> Vec<Anal
     t.logs().iter().map(|p| analyze(p, keep)).collect()
 }
 
-/// Fails unless `got` lies in `want ..= want + slack`.
-pub fn assert_within(what: &str, got: u64, want: u64, slack: u64) {
-    assert!(
-        got >= want && got <= want + slack,
-        "{what}: the log has {got}, the program made {want} (allowed up to {} for the C runtime's own calls)",
-        want + slack
-    );
-}
-
 /// The real path of an interpreter found on PATH (resolving wrapper scripts such as
 /// pyenv's shims by asking the interpreter itself).
 pub fn python3() -> PathBuf {

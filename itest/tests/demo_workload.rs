@@ -39,6 +39,7 @@ fn check(backend: &str) {
     for op in ["malloc", "calloc", "realloc"] {
         ck.within(&format!("count of {op}"), a.count(op), s[op], RUNTIME_SLACK);
     }
+    ck.within("count of free", a.count("free"), s["frees"], RUNTIME_SLACK);
     // Every block is freed by the end (the C runtime keeps a few of its own).
     ck.check(a.live.len() as u64 <= RUNTIME_SLACK, || format!("{} blocks live at the end", a.live.len()));
     ck.eq("worker blocks live at the end", a.kept_live.len(), 0);
