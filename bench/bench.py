@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""The benchmark driver behind `make bench` (started by bench/run.sh, which builds the
+workloads first).
+
+  bench.py --full    every workload x backend x configuration, alternated run by run for
+                     BENCH_ROUNDS rounds (default 5); heaptrack on smaller runs; the recorder
+                     drain rate; callgrind instruction counts. Prints the table, writes
+                     bench/results.json and BENCHMARKS.md.
+  bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
+                     output and that its log decodes. Writes nothing outside bench/out/."""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import callgrind  # noqa: E402
+import figures  # noqa: E402
+import logs  # noqa: E402
+import report  # noqa: E402
+import runner  # noqa: E402
+from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
+                       clean_env, launch, program_calls, shown, workloads)
+
+T_START = time.monotonic()
+
+
+def say(msg):
+    print(f"[bench {time.monotonic() - T_START:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def fresh_dir(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+
+
+def one_run(w, size, backend, config, tag, extra_env=None, threads=False, count=False):
+    """Runs one configuration once; returns the run's record (no program output kept)."""
+    argv, over, log_glob, ht_stem = launch(w, size, backend, config, tag, extra_env)
+    env = clean_env()
+    env.update(over)
+    m = runner.run(argv, env, os.path.join(OUT, "last-output.txt"), threads=threads)
+    rec = {"workload": w.name, "backend": backend, "config": config, "size": size,
+           "wall_s": m["wall_s"], "cpu_s": m["cpu_s"], "maxrss_kb": m["maxrss_kb"], "rc": m["rc"]}
+    for k in ("thread_cpu_ns", "pid"):
+        if k in m:
+            rec[k] = m[k]
+    problems = []
+    if m["rc"] != 0:
+        problems.append(f"exit status {m['rc']}")
+    out = m["output"]
+    if config == "heaptrack":
+        mm = re.search(r"allocations:\s+(\d+)", out)
+        rec["heaptrack_allocations"] = int(mm.group(1)) if mm else None
+        files = glob.glob(ht_stem + "*")
+        rec["ht_bytes"] = sum(os.path.getsize(f) for f in files)
+        if not files:
+            problems.append("heaptrack wrote no output file")
+        for f in files:
+            os.remove(f)
+        # heaptrack's own chatter surrounds the program's output
+        body = "\n".join(l for l in out.splitlines() if not re.match(
+            r"^(heaptrack|starting application|Heaptrack finished|\s+heaptrack --analyze|\s*$|"
+            r"/usr/lib/heaptrack|\t\w[\w ]*:\s*\d+)", l))
+    else:
+        body = "\n".join(l for l in out.splitlines() if not l.startswith("shim:"))
+        shim_lines = [l for l in out.splitlines() if l.startswith("shim:")]
+        if shim_lines:
+            problems.append("the shim said: " + shim_lines[0])
+    wrong = []  # the program completed, but its output says something went wrong
+    if not re.search(w.expect, body.strip(), re.M | re.S):
+        wrong.append(f"unexpected output {body.strip()[:120]!r}")
+    rec["program_calls"] = program_calls(w, out)
+    if log_glob:
+        paths = sorted(glob.glob(log_glob))
+        if config == "off":
+            if paths:
+                problems.append("SHIM_TRACE=0 wrote a log")
+        else:
+            if not paths:
+                problems.append("no log written")
+            info = [logs.frames(p) for p in paths]
+            rec["logs"] = len(paths)
+            rec["log_bytes"] = sum(i["file_bytes"] for i in info)
+            rec["raw_bytes"] = sum(i["raw_bytes"] for i in info)
+            rec["records"] = sum(i["records"] for i in info)
+            rec["frames"] = sum(i["frames"] for i in info)
+            rec["events_estimate"] = logs.estimate_events(info)
+            if info:
+                rec["backend_version"] = info[0]["header"].get("backend_version")
+            if not all(i["clean"] for i in info):
+                problems.append("a log does not end on a whole frame")
+            if count and paths:
+                rec["events"], rec["dropped"], rec["count_method"] = logs.count_events(SHIMLOG, paths)
+        for p in paths:
+            os.remove(p)
+    # ok: the run completed and can be timed; wrong output is reported, not hidden
+    rec["ok"] = not problems
+    if problems or wrong:
+        rec["problems"] = problems + wrong
+        say(f"{w.name}/{backend}/{config}: " + "; ".join(problems + wrong))
+    return rec
+
+
+def run_group(w, backend, size, configs, rounds, label, exact):
+    """Alternates the configurations run by run: round r runs them rotated by r.
+
+    Events per run: from the logs' frame headers (logs.estimate_events), and with `exact`
+    also counted by shimlog on the first recording run, which checks the estimate."""
+    g = {"workload": w.name, "backend": backend, "size": size, "set": label,
+         "configs": list(configs), "runs": [], "commands": {}}
+    for cfg in configs:
+        argv, over, _, _ = launch(w, size, backend, cfg, f"{w.name}-{backend}-{label}-{cfg}-R")
+        g["commands"][cfg] = shown(argv, over)
+    one_run(w, size, backend, "bare", f"{w.name}-{backend}-{label}-warmup")  # page cache, not timed
+    for r in range(rounds):
+        k = r % len(configs)
+        for cfg in list(configs[k:]) + list(configs[:k]):
+            tag = f"{w.name}-{backend}-{label}-{cfg}-{r}"
+            need_count = exact and cfg == "rec" and "events_exact" not in g
+            rec = one_run(w, size, backend, cfg, tag, count=need_count)
+            rec["round"] = r
+            g["runs"].append(rec)
+            if cfg == "rec" and rec["ok"]:
+                g.setdefault("backend_version", rec.get("backend_version"))
+                g.setdefault("program_calls", rec.get("program_calls"))
+            if need_count and rec.get("events") is not None:
+                g["events_exact"] = rec["events"]
+                g["events_estimate_same_run"] = rec["events_estimate"]
+                g["count_method"] = rec["count_method"]
+    est = [r["events_estimate"] for r in g["runs"] if r["config"] == "rec" and r["ok"]]
+    if est:
+        g["events_estimate"] = figures.median(est)
+    g["events"] = g.get("events_exact", g.get("events_estimate"))
+    g["figures"] = figures.group_figures(g)
+    g["problems"] = sorted({f"{r['config']}: {p}" for r in g["runs"] for p in r.get("problems", [])})
+    say(f"{w.name}/{backend}/{label}: done ({len(g['runs'])} runs, events {g.get('events')})")
+    return g
+
+
+def drain_rate(w, size, runs):
+    """The recorder thread's throughput: events it wrote per second of its CPU time, with
+    one thread producing as fast as it can and SHIM_ON_FULL=drop (so it never waits)."""
+    res = []
+    for i in range(runs):
+        rec = one_run(w, size, "glibc", "rec", f"drain-{i}", extra_env={"SHIM_ON_FULL": "drop"},
+                      threads=True, count=True)
+        tcpu = {int(k): v for k, v in rec.get("thread_cpu_ns", {}).items()}
+        main = tcpu.pop(rec["pid"], None)
+        recorder_ns = max(tcpu.values()) if tcpu else None
+        d = {"ok": rec["ok"], "wall_s": rec["wall_s"], "events": rec.get("events"),
+             "dropped": rec.get("dropped"), "recorder_cpu_s": recorder_ns / 1e9 if recorder_ns else None,
+             "main_cpu_s": main / 1e9 if main else None, "log_bytes": rec.get("log_bytes"),
+             "raw_bytes": rec.get("raw_bytes")}
+        if recorder_ns and rec.get("events"):
+            d["events_per_recorder_cpu_s"] = rec["events"] / (recorder_ns / 1e9)
+            d["offered_per_s"] = (rec["events"] + (rec.get("dropped") or 0)) / rec["wall_s"]
+        res.append(d)
+    rates = [d["events_per_recorder_cpu_s"] for d in res if d.get("events_per_recorder_cpu_s")]
+    out = {"workload": w.name, "size": size, "runs": res,
+           "command": shown(*launch(w, size, "glibc", "rec", "drain-N", {"SHIM_ON_FULL": "drop"})[:2])}
+    if rates:
+        out["events_per_s"] = figures.median(rates)
+        out["min"], out["max"] = min(rates), max(rates)
+        out["dropped_total"] = sum(d.get("dropped") or 0 for d in res)
+    say(f"drain rate: {out.get('events_per_s', 0) / 1e6:.1f} M events/s of recorder CPU")
+    return out
+
+
+def instruction_counts(w):
+    """Callgrind instruction counts of the one-thread workload (see callgrind.py)."""
+    if not callgrind.available():
+        return {"skipped": "valgrind is not installed"}
+    workdir = os.path.join(OUT, "callgrind")
+    fresh_dir(workdir)
+
+    def run_one(cfg, size, stem):
+        argv, over, log_glob, _ = launch(w, size, "glibc", cfg, f"cg-{cfg}-{size}")
+        env = clean_env()
+        env.update(over)
+        argv = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                f"--callgrind-out-file={stem}"] + argv
+        m = runner.run(argv, env, os.path.join(OUT, "last-output.txt"), timeout_s=120)
+        for p in glob.glob(os.path.join(OUT, "logs", f"cg-{cfg}-{size}.*")):
+            os.remove(p)
+        calls = program_calls(w, m["output"])
+        if m["rc"] != 0 or calls is None:
+            raise RuntimeError(f"callgrind run {cfg}/{size} failed: {m['output'][-200:]!r}")
+        return calls
+
+    try:
+        res = callgrind.measure(run_one, (50_000, 150_000), ("bare", "off", "rec", "rec_all"), workdir)
+    except (RuntimeError, OSError, ZeroDivisionError) as e:
+        return {"skipped": str(e)}
+    res["command"] = ("valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=STEM "
+                      "(under each configuration's environment) " + shown(w.argv(150_000), {}))
+    say("callgrind: done")
+    return res
+
+
+def clock_cost(pairs, repeats):
+    """The in-loop cost of the shim's timestamps (bench/workloads/clock_cost.c)."""
+    argv = [os.path.join(BIN, "clock_cost"), str(pairs), str(repeats)]
+    m = runner.run(argv, clean_env(), os.path.join(OUT, "last-output.txt"))
+    got = dict(re.findall(r"(\w+)=([\d.]+)", m["output"]))
+    res = {"command": shown(argv, {}), "ns_per_pair": {k: float(v) for k, v in got.items()},
+           "ok": m["rc"] == 0 and "none" in got}
+    if not res["ok"]:
+        say(f"clock_cost: unexpected output {m['output'][:120]!r}")
+    return res
+
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    def pkg(name):
+        p = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True)
+        return p.stdout.strip() or None
+    def tool_version(argv):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (p.stdout or p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+        "loadavg_start": open("/proc/loadavg").read().split()[:3],
+        "glibc": platform.libc_ver()[1],
+        "debian_libjemalloc2": pkg("libjemalloc2"), "debian_libmimalloc2.0": pkg("libmimalloc2.0"),
+        "heaptrack": tool_version(["heaptrack", "--version"]),
+        "gcc": tool_version(["gcc", "--version"]),
+        "python3": tool_version([workloads_python(), "--version"]),
+        "git_commit": subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                     capture_output=True, text=True).stdout.strip(),
+    }
+
+
+def workloads_python():
+    from workloads import python3
+    return python3()
+
+
+def full():
+    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
+    if rounds < 5:
+        say(f"BENCH_ROUNDS={rounds}: fewer than the 5 pairs the figures are meant to have")
+    fresh_dir(os.path.join(OUT, "logs"))
+    fresh_dir(os.path.join(OUT, "ht"))
+    info = machine()
+    ws = workloads()
+    have_ht = shutil.which("heaptrack") is not None
+    skipped = []
+    groups = []
+    for w in ws:
+        for b in BACKENDS:
+            if bare_preload(b) is None:
+                skipped.append(f"{w.name}/{b}: Debian's {DEBIAN_PKG[b]} is not installed, no bare baseline")
+                continue
+            groups.append(run_group(w, b, w.full, ("bare", "off", "rec", "rec_all"), rounds, "full",
+                                    exact=b == "glibc"))
+        if have_ht:
+            groups.append(run_group(w, "glibc", w.ht, ("bare", "rec", "heaptrack"), rounds, "heaptrack",
+                                    exact=False))
+        else:
+            skipped.append(f"{w.name}/heaptrack: heaptrack is not installed")
+    single = next(w for w in ws if w.name == "single")
+    drain = drain_rate(single, single.full // 2, 3)
+    cg = instruction_counts(single)
+    clocks = clock_cost(500_000, 7)
+    info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    info["bench_seconds"] = round(time.monotonic() - T_START, 1)
+    results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
+               "drain": drain, "callgrind": cg, "clock_cost": clocks,
+               "workloads": {w.name: w.title for w in ws},
+               "commands": {"make bench": "bash bench/run.sh",
+                            "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "
+                                     "(and workloads/demo.c)"}}
+    results["targets"] = report.targets(results)
+    with open(os.path.join(ROOT, "bench", "results.json"), "w") as f:
+        json.dump(results, f, indent=1, sort_keys=False)
+        f.write("\n")
+    md = report.markdown(results)
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
+        f.write(md)
+    print(report.table(results))
+    say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
+    return 0
+
+
+def smoke():
+    """Each program once at a small size: bare, and recording under two backends, plus
+    SHIM_TRACE=0 and heaptrack once; output checked, logs decoded and counted."""
+    fresh_dir(os.path.join(OUT, "logs"))
+    fresh_dir(os.path.join(OUT, "ht"))
+    failures = 0
+    n = 0
+    for w in workloads():
+        plan = [("glibc", "bare"), ("glibc", "rec"), ("jemalloc", "off"), ("mimalloc", "rec")]
+        if w.name == "single" and shutil.which("heaptrack"):
+            plan.append(("glibc", "heaptrack"))
+        for b, cfg in plan:
+            rec = one_run(w, w.smoke, b, cfg, f"smoke-{w.name}-{b}-{cfg}", count=cfg == "rec")
+            n += 1
+            calls, events = rec.get("program_calls"), rec.get("events")
+            if rec["ok"] and cfg == "rec" and calls is not None and not (calls <= events <= calls + 64):
+                rec["ok"] = False
+                say(f"{w.name}/{b}/{cfg}: the log has {events} malloc-family events, the program made {calls} calls")
+            if rec["ok"] and cfg == "rec" and events is not None and \
+                    abs(rec["events_estimate"] - events) > 4:
+                rec["ok"] = False
+                say(f"{w.name}/{b}/{cfg}: frame headers say about {rec['events_estimate']} events, "
+                    f"shimlog counts {events}: bench/logs.py's estimate is off")
+            if rec["ok"] and cfg == "rec" and w.kind != "startup" and not events:
+                rec["ok"] = False
+                say(f"{w.name}/{b}/{cfg}: the log holds no malloc-family events")
+            failures += not rec["ok"] or bool(rec.get("problems"))
+    c = clock_cost(10_000, 1)
+    n += 1
+    failures += not c["ok"]
+    say(f"smoke: {n - failures} of {n} runs ok")
+    return 1 if failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--full", action="store_true")
+    mode.add_argument("--smoke", action="store_true")
+    a = ap.parse_args()
+    for f in (SHIM, SHIMLOG):
+        if not os.path.exists(f):
+            print(f"bench: {os.path.relpath(f, ROOT)} is missing: run 'make build' first", file=sys.stderr)
+            return 1
+    if not os.path.isdir(BIN):
+        print("bench: bench/out/bin is missing: run bench/run.sh, which builds the workloads", file=sys.stderr)
+        return 1
+    return smoke() if a.smoke else full()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""From raw runs to the figures: ratios to bare, ns added per event, bytes per event, RSS.
+
+Runs of one group (a workload at one size on one backend) come in rounds; in each round
+every configuration ran once, in an order rotated from round to round, so the i-th run of a
+configuration is paired with the i-th bare run, which ran next to it in time."""
+import statistics
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def pair_up(runs, config):
+    """[(bare run, config run)] by round, for rounds where both succeeded."""
+    by_round = {}
+    for r in runs:
+        if r["ok"]:
+            by_round.setdefault(r["round"], {})[r["config"]] = r
+    return [(v["bare"], v[config]) for _, v in sorted(by_round.items())
+            if "bare" in v and config in v]
+
+
+def config_figures(runs, config, events):
+    """Figures of one configuration against bare within a group."""
+    pairs = pair_up(runs, config)
+    if not pairs:
+        return None
+    ratios = [c["wall_s"] / b["wall_s"] for b, c in pairs]
+    cpu_ratios = [c["cpu_s"] / b["cpu_s"] for b, c in pairs if b["cpu_s"] > 0]
+    d_wall = [c["wall_s"] - b["wall_s"] for b, c in pairs]
+    d_cpu = [c["cpu_s"] - b["cpu_s"] for b, c in pairs]
+    f = {
+        "pairs": len(pairs),
+        "wall_s": median([c["wall_s"] for _, c in pairs]),
+        "ratio": median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "cpu_ratio": median(cpu_ratios),
+        "added_wall_s": median(d_wall),
+        "added_cpu_s": median(d_cpu),
+        "maxrss_kb": median([c["maxrss_kb"] for _, c in pairs]),
+        "extra_rss_kb": median([c["maxrss_kb"] for _, c in pairs]) - median([b["maxrss_kb"] for b, _ in pairs]),
+    }
+    if events:
+        f["ns_per_event"] = f["added_wall_s"] / events * 1e9
+        f["cpu_ns_per_event"] = f["added_cpu_s"] / events * 1e9
+        ns = sorted(d / events * 1e9 for d in d_wall)
+        f["ns_per_event_min"], f["ns_per_event_max"] = ns[0], ns[-1]
+    logs = [c["log_bytes"] for _, c in pairs if c.get("log_bytes") is not None]
+    if logs and events:
+        f["log_bytes"] = median(logs)
+        f["bytes_per_event"] = f["log_bytes"] / events
+        raw = [c["raw_bytes"] for _, c in pairs if c.get("raw_bytes")]
+        if raw:
+            f["raw_bytes_per_event"] = median(raw) / events
+    ht = [c["ht_bytes"] for _, c in pairs if c.get("ht_bytes") is not None]
+    if ht and events:
+        f["output_bytes_per_event"] = median(ht) / events
+    return f
+
+
+def group_figures(group):
+    runs = group["runs"]
+    bare = [r for r in runs if r["config"] == "bare" and r["ok"]]
+    out = {
+        "bare_wall_s": median([r["wall_s"] for r in bare]),
+        "bare_wall_min": min((r["wall_s"] for r in bare), default=None),
+        "bare_wall_max": max((r["wall_s"] for r in bare), default=None),
+        "bare_cpu_s": median([r["cpu_s"] for r in bare]),
+        "bare_maxrss_kb": median([r["maxrss_kb"] for r in bare]),
+        "configs": {},
+    }
+    for cfg in group["configs"]:
+        if cfg != "bare":
+            f = config_figures(runs, cfg, group.get("events"))
+            if f:
+                out["configs"][cfg] = f
+    return out

@@ -1,0 +1,143 @@
+"""Reading what a recording run left behind: its shim logs.
+
+Two ways in. `frames()` walks a log's frame headers as docs/format.md lays them out
+(preamble, JSON header, then 40-byte frame headers each followed by its zstd body) without
+decompressing anything: it gives the header, the record count and the raw (uncompressed)
+and compressed byte counts in an instant. `count_events()` asks shimlog for the exact
+number of malloc-family events (and dropped events): `shimlog stats --json` when it
+answers with JSON, else `shimlog dump --format jsonl` counted line by line."""
+import json
+import struct
+import subprocess
+
+ALLOC_OPS = ("malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
+             "aligned_alloc", "memalign", "valloc", "pvalloc")
+
+PREAMBLE = struct.Struct("<8sHHI")
+FRAME = struct.Struct("<IIIIIQQI")
+FRAME_MAGIC = 0x464D4853  # "SHMF"
+
+
+def frames(path):
+    """{'header', 'frames', 'records', 'raw_bytes', 'comp_bytes', 'file_bytes', 'clean'}."""
+    with open(path, "rb") as f:
+        data = f.read(PREAMBLE.size)
+        if len(data) < PREAMBLE.size:
+            raise ValueError(f"{path}: shorter than a shim log preamble")
+        magic, version, _, header_len = PREAMBLE.unpack(data)
+        if magic != b"SHIMLOG\0":
+            raise ValueError(f"{path}: not a shim log (magic {magic!r})")
+        header = json.loads(f.read(header_len).decode("utf-8").strip() or "{}")
+        n = records = raw = comp = 0
+        thread_records = {}  # stream -> records; stream 0 holds the process records
+        clean = True
+        pos = PREAMBLE.size + header_len
+        while True:
+            f.seek(pos)
+            fh = f.read(FRAME.size)
+            if len(fh) == 0:
+                break
+            if len(fh) < FRAME.size:
+                clean = False
+                break
+            fmagic, stream, nrec, raw_len, comp_len, _t0, _t1, _crc = FRAME.unpack(fh)
+            if fmagic != FRAME_MAGIC:
+                clean = False
+                break
+            n += 1
+            if stream != 0:
+                thread_records[stream] = thread_records.get(stream, 0) + nrec
+            records += nrec
+            raw += raw_len
+            comp += comp_len
+            pos += FRAME.size + comp_len
+        size = f.seek(0, 2)
+    return {"header": header, "version": version, "frames": n, "records": records,
+            "raw_bytes": raw, "comp_bytes": comp, "file_bytes": size, "clean": clean,
+            "threads": len(thread_records), "thread_records": sum(thread_records.values())}
+
+
+def estimate_events(infos):
+    """Malloc-family events of a run from its logs' frame headers alone: the records of the
+    thread streams, less each thread's start record and, for all but one thread per log, its
+    exit record. Off by at most a few (a thread's dropped-count records, a main thread that
+    did record its exit); bench.py checks it against the exact count where it counts both."""
+    return sum(i["thread_records"] - 2 * i["threads"] + 1 for i in infos if i["threads"])
+
+
+def _from_stats(shimlog, path):
+    """(events, dropped) from `shimlog stats --json`, or None if it gives no usable JSON."""
+    try:
+        p = subprocess.run([shimlog, "stats", "--json", path], capture_output=True,
+                           timeout=120)
+        obj = json.loads(p.stdout)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        return None
+    if p.returncode != 0 or not isinstance(obj, dict):
+        return None
+    sec = obj.get("total") if isinstance(obj.get("total"), dict) else obj
+    ops = sec.get("ops")
+    if isinstance(ops, dict) and ops and all(isinstance(v, int) for v in ops.values()):
+        events = sum(v for k, v in ops.items() if k in ALLOC_OPS)
+    elif isinstance(sec.get("events"), int):
+        events = sec["events"]
+    else:
+        return None
+    dropped = sec.get("dropped", sec.get("dropped_events", 0))
+    if isinstance(dropped, dict):
+        dropped = dropped.get("events", dropped.get("count", 0))
+    return events, dropped if isinstance(dropped, int) else 0
+
+
+def _from_dump(shimlog, path):
+    """(events, dropped) by counting `shimlog dump --format jsonl` lines."""
+    pats = [b'{"op":"' + op.encode() + b'",' for op in ALLOC_OPS]
+    p = subprocess.Popen([shimlog, "dump", path, "--format", "jsonl"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    events = dropped = 0
+    rest = b""
+    fast = None
+    while True:
+        chunk = p.stdout.read(1 << 20)
+        if not chunk:
+            break
+        chunk = rest + chunk
+        cut = chunk.rfind(b"\n") + 1
+        chunk, rest = chunk[:cut], chunk[cut:]
+        if fast is None:
+            fast = chunk.startswith(b'{"op":"')
+        if fast:
+            events += sum(chunk.count(b"\n" + pat) for pat in pats)
+            events += sum(1 for pat in pats if chunk.startswith(pat))
+            if b'"op":"dropped"' in chunk:
+                for line in chunk.split(b"\n"):
+                    if b'"op":"dropped"' in line:
+                        dropped += int(json.loads(line).get("value", 0))
+        else:
+            for line in chunk.split(b"\n"):
+                if line.strip():
+                    ev = json.loads(line)
+                    if ev.get("op") in ALLOC_OPS:
+                        events += 1
+                    elif ev.get("op") == "dropped":
+                        dropped += int(ev.get("value", 0))
+    err = p.stderr.read().decode("utf-8", "replace").strip()
+    if p.wait() != 0:
+        raise RuntimeError(f"shimlog dump {path} failed: {err.splitlines()[-1] if err else p.returncode}")
+    return events, dropped
+
+
+def count_events(shimlog, paths):
+    """(malloc-family events, dropped events, method) summed over the logs of one run."""
+    events = dropped = 0
+    methods = set()
+    for path in paths:
+        got = _from_stats(shimlog, path)
+        if got is not None:
+            methods.add("shimlog stats --json")
+        else:
+            got = _from_dump(shimlog, path)
+            methods.add("shimlog dump --format jsonl")
+        events += got[0]
+        dropped += got[1]
+    return events, dropped, " + ".join(sorted(methods))

@@ -1,0 +1,458 @@
+"""The bench's verdicts and write-ups: the targets (met or not, and why), the terminal table
+and BENCHMARKS.md, all computed from the results dict bench.py builds."""
+
+MICRO = ("single", "prodcons", "realloc_aligned", "demo")
+TITLE = {"off": "SHIM_TRACE=0", "rec": "recording", "rec_all": "recording, SHIM_TIMING=all",
+         "heaptrack": "heaptrack"}
+
+
+def group(results, workload, backend, label="full"):
+    for g in results["groups"]:
+        if g["workload"] == workload and g["backend"] == backend and g["set"] == label:
+            return g
+    return None
+
+
+def fig(g, cfg):
+    return g["figures"]["configs"].get(cfg) if g else None
+
+
+def f1(x, nd=1):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def ratio_s(f):
+    if not f:
+        return "n/a"
+    return f"{f['ratio']:.3f} ({f['ratio_min']:.2f}-{f['ratio_max']:.2f})"
+
+
+def full_groups(results):
+    return [g for g in results["groups"] if g["set"] == "full"]
+
+
+def cg_cfg(results, cfg):
+    cg = results.get("callgrind") or {}
+    return (cg.get("configs") or {}).get(cfg)
+
+
+def shim_breakdown(results, n=5):
+    """The top per-event instruction costs the shim adds on the calling thread."""
+    rows = (results.get("callgrind") or {}).get("rec_breakdown") or []
+    extra = [r for r in rows if r["per_event"] - r["bare_per_event"] >= 1.0 and r["bare_per_event"] == 0]
+    return ", ".join(f"{r['where']} {r['per_event']:.0f}" for r in extra[:n])
+
+
+def startup_added(results, cfg):
+    """Wall seconds a configuration adds to /bin/true in the heaptrack set (its fixed cost)."""
+    f = fig(group(results, "startup", "glibc", "heaptrack"), cfg)
+    return f["added_wall_s"] if f else 0.0
+
+
+def net_ns(results, g, cfg):
+    """ns per event a configuration adds beyond its fixed start-up and exit cost."""
+    f = fig(g, cfg)
+    if not f or not g.get("events"):
+        return None
+    return (f["added_wall_s"] - startup_added(results, cfg)) / g["events"] * 1e9
+
+
+def clock_line(results):
+    c = (results.get("clock_cost") or {}).get("ns_per_pair") or {}
+    if not {"none", "shim", "rdtsc"} <= set(c):
+        return ""
+    return (f"Timestamps alone (bench/workloads/clock_cost.c, the same loop without the shim): RDTSC "
+            f"before free and RDTSCP after malloc, as the shim stamps them, add "
+            f"{c['shim'] - c['none']:.1f} ns per malloc+free pair ({(c['shim'] - c['none']) / 2:.1f} ns "
+            f"per event) to the bare loop's {c['none']:.1f} ns; with plain RDTSC after malloc too they "
+            f"add {c['rdtsc'] - c['none']:.1f} ns per pair. ")
+
+
+def targets(results):
+    out = []
+    cg_bare, cg_off, cg_rec, cg_all = (cg_cfg(results, c) for c in ("bare", "off", "rec", "rec_all"))
+
+    # 1. recording <= 20 ns/event on the one-thread workload
+    per = []
+    for b in ("glibc", "jemalloc", "mimalloc"):
+        g = group(results, "single", b)
+        r, a = fig(g, "rec"), fig(g, "rec_all")
+        if r and "ns_per_event" in r:
+            per.append((b, r["ns_per_event"], a.get("ns_per_event") if a else None, r))
+    met = bool(per) and all(ns <= 20 for _, ns, _, _ in per)
+    figure = "; ".join(f"{b}: {ns:.1f} ns/event (SHIM_TIMING=all: {f1(alln)})" for b, ns, alln, _ in per)
+    why = ""
+    if per and not met:
+        why = (f"The wall-clock figure is the median over the pairs of (recording - bare) / events. "
+               f"CPU time added per event, the recorder thread's compression included: "
+               + ", ".join(f"{b} {r['cpu_ns_per_event']:.1f} ns" for b, _, _, r in per) + ". ")
+        why += clock_line(results)
+        if cg_bare and cg_rec:
+            why += (f"Callgrind counts {cg_rec['calling_thread'] - cg_bare['calling_thread']:.0f} more "
+                    f"instructions per event on the calling thread than bare glibc "
+                    f"({cg_off['calling_thread'] - cg_bare['calling_thread']:.0f} of them with SHIM_TRACE=0, i.e. "
+                    f"forwarding alone), plus {cg_rec['other_threads']:.0f} per event on the recorder thread. "
+                    f"Largest shim costs on the calling thread (instructions per event, file:function): "
+                    f"{shim_breakdown(results)}: encoding a record writes its LEB128 varints one "
+                    f"byte at a time through bounds-checked slices. See the callgrind and timestamp "
+                    f"sections.")
+    out.append({"id": "record_ns", "target": "recording (default settings) adds <= 20 ns per event on the one-thread workload",
+                "figure": figure, "met": met if per else None, "why": why})
+
+    # 2. SHIM_TRACE=0 <= 2% over the bare backend
+    rows, bad = [], []
+    for g in full_groups(results):
+        if g["workload"] == "startup":
+            continue
+        f = fig(g, "off")
+        if f:
+            rows.append((g, f))
+            if f["ratio"] > 1.02:
+                bad.append((g, f))
+    met = bool(rows) and not bad
+    worst = max(rows, key=lambda gf: gf[1]["ratio"]) if rows else None
+    figure = (f"worst median ratio {worst[1]['ratio']:.3f} ({worst[0]['workload']}/{worst[0]['backend']}); "
+              f"{len(rows) - len(bad)} of {len(rows)} workload/backend pairs within 1.02") if rows else ""
+    why = ""
+    if bad:
+        parts = []
+        for g, f in bad:
+            s = f"{g['workload']}/{g['backend']} {ratio_s(f)}"
+            if f["ratio_min"] <= 1.02:
+                s += " (its spread reaches below 1.02)"
+            parts.append(s)
+        why = "Over 1.02: " + "; ".join(parts) + ". "
+        if cg_bare and cg_off:
+            why += (f"Forwarding costs {cg_off['calling_thread'] - cg_bare['calling_thread']:.0f} instructions "
+                    f"per event on the one-thread workload (callgrind: the exported function's checks, the "
+                    f"thread-state test and the backend dispatch), a few percent of a glibc malloc/free "
+                    f"pair. ")
+        if any(g["backend"] != "glibc" for g, _ in bad):
+            m = results["machine"]
+            why += (f"For jemalloc and mimalloc the bare baseline is Debian's library "
+                    f"(libjemalloc2 {m.get('debian_libjemalloc2')}, libmimalloc2.0 {m.get('debian_libmimalloc2.0')}) "
+                    f"while the shim forwards to the copy built into it "
+                    f"({', '.join(sorted({str(g.get('backend_version')) for g, _ in bad if g['backend'] != 'glibc'}))}): "
+                    f"a different version and build, so part of the difference is the allocator, not the shim. ")
+        why += ("Runs on this shared 2-core machine vary by more than 2% from run to run (see the spreads), "
+                "so a 2% bound cannot be confirmed here for every pair.")
+    out.append({"id": "off_overhead", "target": "SHIM_TRACE=0 costs <= 2% over the bare backend",
+                "figure": figure, "met": met if rows else None, "why": why})
+
+    # 3. log bytes per event
+    rows, bad = [], []
+    for g in full_groups(results):
+        f = fig(g, "rec")
+        limit = 4.0 if g["workload"] in MICRO else 2.0 if g["workload"] == "python3" else None
+        if not f or limit is None or "bytes_per_event" not in f:
+            continue
+        rows.append((g, f, limit))
+        if f["bytes_per_event"] > limit:
+            bad.append((g, f, limit))
+    met = bool(rows) and not bad
+    figure = "; ".join(f"{g['workload']}/{g['backend']} {f['bytes_per_event']:.2f}" for g, f, _ in rows)
+    why = ""
+    if bad:
+        why = ("Over the limit: " + "; ".join(
+            f"{g['workload']}/{g['backend']} {f['bytes_per_event']:.2f} > {lim:g} "
+            f"(records {f.get('raw_bytes_per_event', 0):.2f} B/event before zstd, "
+            f"compressed {f.get('raw_bytes_per_event', 0) / f['bytes_per_event']:.2f}x)"
+            for g, f, lim in bad) +
+            ". Each record is a tag byte, a zigzag-varint time delta (TSC ticks since the thread's "
+            "previous record: 1-2 bytes, nearly random in its low bits), the size and a varint "
+            "pointer delta from the previous pointer (2-3 bytes, varying with where the "
+            "allocator placed the block); zstd level 1 finds few repeats in such bytes. Closing "
+            "the gap needs a denser encoding (coarser timestamps, pointer deltas against the "
+            "same size class, or a higher SHIM_ZSTD_LEVEL at the recorder's expense).")
+    out.append({"id": "log_bytes", "target": "<= 4 log bytes per event on the microbenchmarks, <= 2 on python3",
+                "figure": figure, "met": met if rows else None, "why": why})
+
+    # 4. drain rate
+    d = results.get("drain") or {}
+    rate = d.get("events_per_s")
+    met = rate is not None and rate >= 20e6
+    why = ""
+    if rate is not None and not met:
+        why = (f"The recorder thread spends {1e9 / rate:.0f} ns of CPU per event")
+        if cg_rec:
+            why += f" (callgrind: {cg_rec['other_threads']:.0f} instructions per event, mostly zstd's Huffman coding of literals)"
+        why += "."
+    out.append({"id": "drain", "target": "the recorder drains >= 20 M events/s",
+                "figure": f"{rate / 1e6:.1f} M events/s (min {d['min'] / 1e6:.1f}, max {d['max'] / 1e6:.1f}; "
+                          f"{d.get('dropped_total', 0)} events dropped in {len(d['runs'])} runs)" if rate else "n/a",
+                "met": met if rate is not None else None, "why": why})
+
+    # 5. >= 10x cheaper per event than heaptrack
+    rows, bad = [], []
+    for g in results["groups"]:
+        if g["set"] != "heaptrack" or g["workload"] == "startup":
+            continue
+        r, h = net_ns(results, g, "rec"), net_ns(results, g, "heaptrack")
+        if r is None or h is None:
+            continue
+        x = h / r if r > 0 else float("inf")
+        rows.append((g, r, h, x))
+        if x < 10:
+            bad.append((g, r, h, x))
+    met = bool(rows) and not bad
+    figure = "; ".join(f"{g['workload']} {x:.0f}x ({h:.0f} vs {r:.1f} ns/event)" for g, r, h, x in rows)
+    why = ""
+    if bad:
+        why = ("Under 10x: " + "; ".join(f"{g['workload']} {x:.1f}x" for g, _, _, x in bad) +
+               ". Per-event figures here are net of each tool's start-up and exit cost (the /bin/true "
+               "row); on short runs the shim's figure is small against the run-to-run noise, so the "
+               "ratio is unstable.")
+    out.append({"id": "vs_heaptrack", "target": ">= 10x cheaper per event than heaptrack on every workload",
+                "figure": figure, "met": met if rows else None, "why": why})
+    return out
+
+
+def verdict(t):
+    return {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+
+
+def table(results):
+    """The terminal table: one row per workload and backend."""
+    hdr = (f"{'workload':<16}{'backend':<10}{'events':>10}{'bare s':>8}  {'TRACE=0 ratio':<20}"
+           f"{'rec ratio':<20}{'rec ns/ev':>10}{'all ns/ev':>10}{'B/ev':>7}{'+RSS KiB':>10}")
+    lines = [hdr, "-" * len(hdr)]
+    for g in full_groups(results):
+        off, rec, al = fig(g, "off"), fig(g, "rec"), fig(g, "rec_all")
+        lines.append(
+            f"{g['workload']:<16}{g['backend']:<10}{g.get('events') or 0:>10}"
+            f"{f1(g['figures']['bare_wall_s'], 3):>8}  {ratio_s(off):<20}{ratio_s(rec):<20}"
+            f"{f1(rec and rec.get('ns_per_event')):>10}{f1(al and al.get('ns_per_event')):>10}"
+            f"{f1(rec and rec.get('bytes_per_event'), 2):>7}{f1(rec and rec['extra_rss_kb'], 0):>10}")
+    lines.append("")
+    for g in results["groups"]:
+        if g["set"] == "heaptrack":
+            r, h = fig(g, "rec"), fig(g, "heaptrack")
+            if r and h:
+                lines.append(f"heaptrack {g['workload']:<16} shim {f1(r.get('ns_per_event'))} ns/event, "
+                             f"heaptrack {f1(h.get('ns_per_event'))} ns/event, wall ratio {ratio_s(h)}")
+    d = results.get("drain") or {}
+    if d.get("events_per_s"):
+        lines.append(f"recorder drain rate: {d['events_per_s'] / 1e6:.1f} M events/s")
+    lines.append("")
+    for t in results["targets"]:
+        lines.append(f"[{verdict(t):^12}] {t['target']}: {t['figure']}")
+    return "\n".join(lines)
+
+
+def markdown(results):
+    m = results["machine"]
+    L = []
+    w = L.append
+    w("# Benchmarks\n")
+    w("What the shim costs, against the bare allocators and against heaptrack. Generated by "
+      "`make bench` (`bash bench/run.sh`, driver `bench/bench.py`); do not edit by hand. Raw runs "
+      "and every figure are in `bench/results.json`.\n")
+    w(f"- Date: {m['date']}; commit {m['git_commit']}; bench took {m['bench_seconds']} s")
+    w(f"- Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}; load average "
+      f"{' '.join(m['loadavg_start'])} at the start, {' '.join(m['loadavg_end'])} at the end "
+      f"(the machine is shared: other jobs ran during the bench)")
+    w(f"- glibc {m['glibc']}; Debian libjemalloc2 {m['debian_libjemalloc2']}, libmimalloc2.0 "
+      f"{m['debian_libmimalloc2.0']}; {m['heaptrack']}; {m['gcc']}; {m['python3']}")
+    vers = sorted({f"{g['backend']} {g.get('backend_version')}" for g in full_groups(results)
+                   if g.get("backend_version")})
+    w(f"- Allocators built into libshim.so (from the log headers): {', '.join(vers)}")
+    w(f"- {results['rounds']} rounds: in each, every configuration of a workload runs once, in an order "
+      f"rotated from round to round (A B C D, B C D A, ...), so each configuration has "
+      f"{results['rounds']} runs paired with the bare run next to them in time. Figures are the median over "
+      f"the pairs, with the min-max range.\n")
+
+    w("## Targets\n")
+    w("| target | measured | verdict |")
+    w("|---|---|---|")
+    for t in results["targets"]:
+        w(f"| {t['target']} | {t['figure']} | **{verdict(t)}** |")
+    w("")
+    for t in results["targets"]:
+        if t["why"]:
+            w(f"- **{t['target']}: not met.** {t['why']}")
+    w("")
+
+    w("## Wall time, ratio to bare\n")
+    w("Median ratio of wall time to the bare run of the same round (min-max over the pairs). "
+      "Bare is glibc with no preload, or Debian's jemalloc/mimalloc preloaded on their own; the "
+      "shim configurations forward to the allocator built into libshim.so.\n")
+    w("| workload | backend | events/run | bare s | SHIM_TRACE=0 | recording | SHIM_TIMING=all |")
+    w("|---|---|---|---|---|---|---|")
+    for g in full_groups(results):
+        w(f"| {g['workload']} | {g['backend']} | {g.get('events') or 'n/a'} | "
+          f"{f1(g['figures']['bare_wall_s'], 3)} | {ratio_s(fig(g, 'off'))} | {ratio_s(fig(g, 'rec'))} | "
+          f"{ratio_s(fig(g, 'rec_all'))} |")
+    w("")
+
+    w("## Per event\n")
+    w("ns/event: median over the pairs of (configuration - bare) wall time, divided by the malloc-family "
+      "events of the run (counted in its log). CPU ns/event: the same with user+system CPU time, "
+      "which includes the recorder thread. Log B/event: log file size / events (before zstd in "
+      "parentheses). Extra RSS: median max RSS minus bare's. The start-up row shows ms added per "
+      "process instead.\n")
+    w("| workload | backend | TRACE=0 ns/ev | rec ns/ev (min-max) | rec CPU ns/ev | TIMING=all ns/ev | log B/ev (raw) | extra RSS KiB: TRACE=0 / rec |")
+    w("|---|---|---|---|---|---|---|---|")
+    for g in full_groups(results):
+        off, rec, al = fig(g, "off"), fig(g, "rec"), fig(g, "rec_all")
+        if g["workload"] == "startup":
+            w(f"| startup (ms/process) | {g['backend']} | {f1(off and off['added_wall_s'] * 1e3, 2)} | "
+              f"{f1(rec and rec['added_wall_s'] * 1e3, 2)} | {f1(rec and rec['added_cpu_s'] * 1e3, 2)} | "
+              f"{f1(al and al['added_wall_s'] * 1e3, 2)} | | {f1(off and off['extra_rss_kb'], 0)} / "
+              f"{f1(rec and rec['extra_rss_kb'], 0)} |")
+            continue
+        rng = f"({f1(rec.get('ns_per_event_min'))} to {f1(rec.get('ns_per_event_max'))})" if rec else ""
+        w(f"| {g['workload']} | {g['backend']} | {f1(off and off.get('ns_per_event'))} | "
+          f"{f1(rec and rec.get('ns_per_event'))} {rng} | {f1(rec and rec.get('cpu_ns_per_event'))} | "
+          f"{f1(al and al.get('ns_per_event'))} | {f1(rec and rec.get('bytes_per_event'), 2)} "
+          f"({f1(rec and rec.get('raw_bytes_per_event'), 2)}) | {f1(off and off['extra_rss_kb'], 0)} / "
+          f"{f1(rec and rec['extra_rss_kb'], 0)} |")
+    w("")
+
+    w("## Against heaptrack\n")
+    w("heaptrack records a backtrace per call, so it runs on smaller sizes (the `ht` sizes in "
+      "bench/workloads.py) with its own bare and shim runs, alternated the same way, on glibc. "
+      "heaptrack's figure is its own overhead (`heaptrack -o FILE cmd`: the preloaded library and "
+      "its interpreter process), not its analysis; both tools' figures include their start-up.\n")
+    w("ns/ev: added wall time / events; net: less the tool's cost on /bin/true (its start-up and "
+      "exit), which is what the >= 10x target is judged on.\n")
+    w("| workload | events/run | bare s | shim rec ns/ev | heaptrack ns/ev | shim net | heaptrack net | heaptrack / shim (net) | heaptrack wall ratio | heaptrack output B/ev |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for g in results["groups"]:
+        if g["set"] != "heaptrack":
+            continue
+        r, h = fig(g, "rec"), fig(g, "heaptrack")
+        if g["workload"] == "startup":
+            w(f"| startup (ms/process) | | {f1(g['figures']['bare_wall_s'], 3)} | "
+              f"{f1(r and r['added_wall_s'] * 1e3, 2)} ms | {f1(h and h['added_wall_s'] * 1e3, 2)} ms | | "
+              f"{ratio_s(h)} | |")
+            continue
+        rn, hn = net_ns(results, g, "rec"), net_ns(results, g, "heaptrack")
+        x = "n/a"
+        if rn is not None and hn is not None:
+            x = f"{hn / rn:.0f}x" if rn > 0 else "inf"
+        w(f"| {g['workload']} | {g.get('events') or 'n/a'} | {f1(g['figures']['bare_wall_s'], 3)} | "
+          f"{f1(r and r.get('ns_per_event'))} | {f1(h and h.get('ns_per_event'))} | {f1(rn)} | {f1(hn)} | "
+          f"{x} | {ratio_s(h)} | {f1(h and h.get('output_bytes_per_event'), 2)} |")
+    w("")
+
+    d = results.get("drain") or {}
+    w("## Recorder drain rate\n")
+    w("One thread runs the one-thread workload at full speed with `SHIM_ON_FULL=drop` (it never "
+      "waits for the recorder); /proc/PID/task/TID/schedstat is sampled every 3 ms for the "
+      "recorder thread's CPU time. Rate = events written to the log / recorder CPU seconds: "
+      "what one recorder thread compresses and writes per second of its time. (The last few ms "
+      "before exit are not sampled, which overstates the rate by at most a few percent.)\n")
+    w(f"Command: `{d.get('command')}`\n")
+    w("| run | events written | dropped | recorder CPU s | producer CPU s | wall s | M events / recorder CPU s |")
+    w("|---|---|---|---|---|---|---|")
+    for i, r in enumerate(d.get("runs", [])):
+        w(f"| {i} | {r.get('events')} | {r.get('dropped')} | {f1(r.get('recorder_cpu_s'), 3)} | "
+          f"{f1(r.get('main_cpu_s'), 3)} | {f1(r.get('wall_s'), 3)} | "
+          f"{f1((r.get('events_per_recorder_cpu_s') or 0) / 1e6)} |")
+    w("")
+    if d.get("dropped_total"):
+        w(f"{d['dropped_total']} events were dropped: the recorder did not keep up with the producer "
+          f"at some point (for example while it calibrates its clock at start-up, ~20 ms in which it "
+          f"does not drain).\n")
+
+    cg = results.get("callgrind") or {}
+    w("## Instructions per event (callgrind)\n")
+    if cg.get("skipped"):
+        w(f"Skipped: {cg['skipped']}\n")
+    else:
+        w(f"The one-thread workload under callgrind at {cg['sizes'][0]} and {cg['sizes'][1]} iterations; "
+          "the difference divided by the difference in events is the marginal cost of one event "
+          "(start-up and exit cancel out). Independent of the machine's load.\n")
+        w("| configuration | calling thread instr/event | added over bare | recorder thread instr/event |")
+        w("|---|---|---|---|")
+        base = cg["configs"].get("bare", {}).get("calling_thread")
+        for c in ("bare", "off", "rec", "rec_all"):
+            x = cg["configs"].get(c)
+            if x:
+                w(f"| {TITLE.get(c, 'bare glibc')} | {x['calling_thread']:.1f} | "
+                  f"{x['calling_thread'] - base:.1f} | {x['other_threads']:.1f} |")
+        w("")
+        w("Where the recording run's calling thread spends its instructions (self cost per event; "
+          "code inlined from another file is listed under that file, then the function it was "
+          "inlined into):\n")
+        w("| where | instr/event recording | instr/event bare |")
+        w("|---|---|---|")
+        for r in cg.get("rec_breakdown", []):
+            w(f"| `{r['where']}` | {r['per_event']:.1f} | {r['bare_per_event']:.1f} |")
+        w("")
+
+    c = results.get("clock_cost") or {}
+    w("## Timestamp cost\n")
+    if c.get("ns_per_pair"):
+        w(f"`{c['command']}`: the one-thread loop without the shim, with the time-stamp counter "
+          "read where the shim reads it; minimum over the repeats, ns per malloc+free pair (two events).\n")
+        w("| stamps | ns per pair | added per pair |")
+        w("|---|---|---|")
+        base = c["ns_per_pair"].get("none", 0)
+        desc = {"none": "none (bare loop)", "shim": "RDTSC before free, RDTSCP after malloc (the shim's)",
+                "rdtsc": "RDTSC before free and after malloc", "lfence_rdtsc": "RDTSC before free, LFENCE+RDTSC after malloc"}
+        for k, v in c["ns_per_pair"].items():
+            w(f"| {desc.get(k, k)} | {v:.2f} | {v - base:.2f} |")
+        w("")
+    else:
+        w("Not measured.\n")
+
+    g_rec = group(results, "demo", "glibc")
+    w("## The demo workload (issue 2's figures)\n")
+    w("`workloads/demo.c` (the program `make demo` runs), built with `cc -O2 -pthread`, run with 4 "
+      "threads and 100000 iterations each (`make demo` uses 250000; fewer keep the bench short, "
+      "the per-event figures do not depend on it).\n")
+    w("| backend | events | SHIM_TRACE=0 ns/event | recording ns/event | SHIM_TIMING=all ns/event | log bytes/event |")
+    w("|---|---|---|---|---|---|")
+    for b in ("glibc", "jemalloc", "mimalloc"):
+        g = group(results, "demo", b)
+        if g:
+            off, rec, al = fig(g, "off"), fig(g, "rec"), fig(g, "rec_all")
+            w(f"| {b} | {g.get('events')} | {f1(off and off.get('ns_per_event'))} | "
+              f"{f1(rec and rec.get('ns_per_event'))} | {f1(al and al.get('ns_per_event'))} | "
+              f"{f1(rec and rec.get('bytes_per_event'), 2)} |")
+    w("")
+    if g_rec:
+        w("Measured by `make bench`; the commands, for glibc:\n")
+        w("```")
+        for c in g_rec["configs"]:
+            w(f"{c:8} {g_rec['commands'][c]}")
+        w("```\n")
+
+    w("## Commands\n")
+    w("Everything runs from the repository root. Workloads are built by `bench/run.sh` with "
+      "`cc -O2 -pthread -o bench/out/bin/NAME SRC`. Logs go to `bench/out/logs/` (TAG names the run) "
+      "and are deleted once measured. Events per run are read from the logs' frame headers "
+      "(record counts, less each thread's start and exit records: bench/logs.py); on glibc each "
+      "workload's first recording run is also counted exactly with "
+      f"`{next((g.get('count_method') for g in results['groups'] if g.get('count_method')), 'shimlog')}` "
+      f"(largest difference from the estimate: {max((abs(g['events_exact'] - g['events_estimate_same_run']) for g in results['groups'] if 'events_exact' in g), default='n/a')} events). "
+      "One round's commands per workload (jemalloc/mimalloc differ only in SHIM_BACKEND and the "
+      "bare preload):\n")
+    for wname, title in results["workloads"].items():
+        w(f"### {wname}: {title}\n")
+        w("```")
+        for g in results["groups"]:
+            if g["workload"] != wname:
+                continue
+            if g["set"] == "full" and g["backend"] != "glibc":
+                w(f"bare     {g['commands']['bare']}    # {g['backend']}")
+                continue
+            for c in g["configs"]:
+                if g["set"] == "heaptrack" and c != "heaptrack":
+                    continue
+                w(f"{c:8} {g['commands'][c]}")
+        w("```\n")
+    probs = [(g, p) for g in results["groups"] for p in g.get("problems", [])]
+    if probs:
+        w("## Problems seen during the bench\n")
+        w("Runs that completed (and were timed) but whose output or log was not what it should be:\n")
+        for g, p in probs:
+            w(f"- {g['workload']}/{g['backend']} ({g['set']} set) {p}")
+        w("")
+    if results.get("skipped"):
+        w("## Skipped\n")
+        for s in results["skipped"]:
+            w(f"- {s}")
+        w("")
+    return "\n".join(L) + "\n"
