@@ -67,7 +67,8 @@ fn main() {
         shim_version: "synthetic".into(),
         ..Default::default()
     };
-    w.write_header(&h).expect("write header");
+    let reserved = recorder::writer::write_header(fd, &h).expect("write header");
+    w.note_header(reserved);
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut proc_s = Stream { buf: Buf::new_boxed(0) };
@@ -96,7 +97,7 @@ fn main() {
     let mut n = threads as u64;
     while n < events {
         let ti = rng.below(threads as u64) as usize;
-        t += 5 + rng.below(20);
+        t += 50 + rng.below(200);
         if t >= next_rss {
             let a = Args { value: 50_000_000 + live.len() as u64 * 64, ..Default::default() };
             push(&mut w, &mut proc_s, Op::Rss, t, &a, None);
@@ -106,17 +107,17 @@ fn main() {
         }
         let bt = (rng.below(16) == 0).then(|| 20 + rng.below(200) + rng.below(2) * rng.below(5000));
         let r = rng.below(100);
-        let want_free = live.len() >= target_live || (live.len() > target_live / 2 && r < 48);
+        let want_free = live.len() >= target_live || (live.len() > target_live / 2 && r < 52);
         let s = &mut ths[ti];
-        if want_free && !live.is_empty() && r < 90 {
+        if r >= 5 && want_free && !live.is_empty() {
             let i = rng.below(live.len() as u64) as usize;
             let (p, _) = live.swap_remove(i);
             push(&mut w, s, Op::Free, t, &Args { ptr: p, ..Default::default() }, bt);
             free_addrs.push(p);
-        } else if r < 93 && !live.is_empty() {
+        } else if r < 5 && !live.is_empty() {
             let i = rng.below(live.len() as u64) as usize;
             let (old, size) = live[i];
-            let ns = (size / 2 + 1 + rng.below(size + 1)).min(1 << 16);
+            let ns = ((size * 3 / 2 + 16) & !15).min(1 << 16);
             let p = if rng.below(2) == 0 { old } else { new_addr(&mut free_addrs, &mut rng) };
             if p != old {
                 free_addrs.push(old);

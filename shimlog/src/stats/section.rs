@@ -1,0 +1,97 @@
+//! One section of the report (a process, or the total of several): what `--json` prints
+//! and what the human report is rendered from.
+use super::latency::LatencyReport;
+use super::lifetimes::LifetimesReport;
+use super::memory::MemoryReport;
+use super::sizes::SizesReport;
+use super::slop::BackendSlop;
+use super::threads::ThreadsReport;
+use super::totals::TotalsReport;
+use recorder::ReadIssue;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Section {
+    /// The log's path (absent in a total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<Process>,
+    /// Logs (processes) in this section.
+    pub processes: u64,
+    /// The backend that served the calls ("a, b" when processes differ).
+    pub backend: String,
+    pub read: ReadReport,
+    #[serde(flatten)]
+    pub totals: TotalsReport,
+    /// The most bytes live at once, and when (ns since the log's start).
+    pub peak_live_bytes: u64,
+    pub peak_live_blocks: u64,
+    pub peak_live_at_ns: u64,
+    pub live_at_end: LiveAtEnd,
+    pub unknown_frees: u64,
+    pub address_reuse_conflicts: u64,
+    pub sizes: SizesReport,
+    /// Keyed by backend name.
+    pub slop: BTreeMap<&'static str, BackendSlop>,
+    pub lifetimes: LifetimesReport,
+    #[serde(flatten)]
+    pub threads_detail: ThreadsReport,
+    pub memory: MemoryReport,
+    pub latency: LatencyReport,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    pub forked: bool,
+    pub exe: String,
+    pub cmdline: Vec<String>,
+    pub backend_version: String,
+    /// SHIM_TIMING and SHIM_ON_FULL as in force.
+    pub timing: String,
+    pub on_full: String,
+    pub clock: String,
+    pub start_unix_ns: u64,
+}
+
+#[derive(Serialize, Clone, Copy, Debug)]
+pub struct LiveAtEnd {
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct ReadReport {
+    /// The log ends with the shim's End record (the process closed it).
+    pub clean_end: bool,
+    pub frames: u64,
+    pub compressed_bytes: u64,
+    pub file_bytes: u64,
+    /// What was wrong with the file and how the reader went on.
+    pub issues: Vec<Issue>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Issue {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// "truncated", "corrupt_header" or "corrupt_frame".
+    pub kind: &'static str,
+    /// Byte offset in the file.
+    pub offset: u64,
+    pub message: String,
+}
+
+impl Issue {
+    pub fn of(i: &ReadIssue, log: Option<String>) -> Issue {
+        let (kind, offset) = match i {
+            ReadIssue::Truncated { offset } => ("truncated", *offset),
+            ReadIssue::CorruptHeader { offset, .. } => ("corrupt_header", *offset),
+            ReadIssue::CorruptFrame { offset, .. } => ("corrupt_frame", *offset),
+        };
+        Issue { log, kind, offset, message: i.to_string() }
+    }
+}
