@@ -123,8 +123,8 @@ impl Op {
             Reallocarray => &[Old, Count, Size, Ptr],
             PosixMemalign | AlignedAlloc | Memalign => &[Align, Size, Ptr],
             ThreadStart => &[Tid],
-            ThreadExit | Fork | End => &[],
-            Dropped | Rss | Clock | Untraced => &[Value],
+            ThreadExit | Fork => &[],
+            Dropped | Rss | Clock | Untraced | End => &[Value],
         }
     }
 }

@@ -20,7 +20,10 @@ pub enum ReadIssue {
     Truncated { offset: u64 },
     /// Bytes at `offset` are not a valid frame header; reading resumed at `resumed_at`
     /// (None: no later frame was found).
-    CorruptHeader { offset: u64, resumed_at: Option<u64> },
+    CorruptHeader {
+        offset: u64,
+        resumed_at: Option<u64>,
+    },
     /// The frame at `offset` has a valid header but its body does not decode.
     CorruptFrame { offset: u64, reason: String },
 }
@@ -29,13 +32,28 @@ impl std::fmt::Display for ReadIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadIssue::Truncated { offset } => {
-                write!(f, "log is cut off inside the frame at byte {offset}; read up to there")
+                write!(
+                    f,
+                    "log is cut off inside the frame at byte {offset}; read up to there"
+                )
             }
-            ReadIssue::CorruptHeader { offset, resumed_at: Some(r) } => {
-                write!(f, "corrupt frame header at byte {offset}; resumed at byte {r}")
+            ReadIssue::CorruptHeader {
+                offset,
+                resumed_at: Some(r),
+            } => {
+                write!(
+                    f,
+                    "corrupt frame header at byte {offset}; resumed at byte {r}"
+                )
             }
-            ReadIssue::CorruptHeader { offset, resumed_at: None } => {
-                write!(f, "corrupt frame header at byte {offset}; no later frame found")
+            ReadIssue::CorruptHeader {
+                offset,
+                resumed_at: None,
+            } => {
+                write!(
+                    f,
+                    "corrupt frame header at byte {offset}; no later frame found"
+                )
             }
             ReadIssue::CorruptFrame { offset, reason } => {
                 write!(f, "corrupt frame at byte {offset} ({reason}); skipped it")
@@ -59,6 +77,10 @@ pub struct LogReader {
     /// Problems found while indexing (truncation, corrupt headers).
     pub issues: Vec<ReadIssue>,
     pub file_len: u64,
+    /// The final flush's cut (ticks), from the End record: calls stamped later were made
+    /// while threads were stopping one by one and are left out of [`LogReader::events`],
+    /// so that what is read is one consistent cut of the process.
+    pub cut_ticks: Option<u64>,
 }
 
 fn err(kind: io::ErrorKind, msg: String) -> io::Error {
@@ -91,9 +113,7 @@ impl LogReader {
             ));
         }
         let hlen = u32::from_le_bytes([pre[12], pre[13], pre[14], pre[15]]);
-        if hlen > format::MAX_HEADER_LEN
-            || (format::PREAMBLE_LEN as u64 + hlen as u64) > file_len
-        {
+        if hlen > format::MAX_HEADER_LEN || (format::PREAMBLE_LEN as u64 + hlen as u64) > file_len {
             return Err(err(
                 io::ErrorKind::InvalidData,
                 format!("{path}: log header is cut off or corrupt (claims {hlen} bytes)"),
@@ -102,7 +122,10 @@ impl LogReader {
         let mut hb = vec![0u8; hlen as usize];
         file.read_exact_at(&mut hb, format::PREAMBLE_LEN as u64)?;
         let header: Header = serde_json::from_slice(&hb).map_err(|e| {
-            err(io::ErrorKind::InvalidData, format!("{path}: log header is not valid: {e}"))
+            err(
+                io::ErrorKind::InvalidData,
+                format!("{path}: log header is not valid: {e}"),
+            )
         })?;
         let mut r = LogReader {
             file,
@@ -111,8 +134,10 @@ impl LogReader {
             frames: Vec::new(),
             issues: Vec::new(),
             file_len,
+            cut_ticks: None,
         };
         r.index(format::PREAMBLE_LEN as u64 + hlen as u64)?;
+        r.cut_ticks = r.find_cut();
         Ok(r)
     }
 
@@ -136,7 +161,10 @@ impl LogReader {
                 }
                 None => {
                     let resumed = self.resync(off + 1)?;
-                    self.issues.push(ReadIssue::CorruptHeader { offset: off, resumed_at: resumed });
+                    self.issues.push(ReadIssue::CorruptHeader {
+                        offset: off,
+                        resumed_at: resumed,
+                    });
                     match resumed {
                         Some(r) => off = r,
                         None => return Ok(()),
@@ -174,6 +202,21 @@ impl LogReader {
         Ok(None)
     }
 
+    /// The End record's cut, read from the process stream's last frame.
+    fn find_cut(&self) -> Option<u64> {
+        let fi = self.frames.iter().rev().find(|f| f.h.stream == 0)?;
+        let (mut comp, mut dctx, mut data) = (Vec::new(), None, Vec::new());
+        self.read_frame(fi, &mut comp, &mut dctx, &mut data).ok()?;
+        let mut st = DecodeState::new(fi.h.first_ticks);
+        let mut cut = None;
+        while let Ok(Some(rec)) = st.next_record(&data) {
+            if rec.op == Op::End && rec.args.value != 0 {
+                cut = Some(rec.args.value);
+            }
+        }
+        cut
+    }
+
     /// Total records the index promises (before decoding).
     pub fn record_count(&self) -> u64 {
         self.frames.iter().map(|f| f.h.n_records as u64).sum()
@@ -181,7 +224,10 @@ impl LogReader {
 
     /// Compressed bytes of all indexed frames.
     pub fn compressed_bytes(&self) -> u64 {
-        self.frames.iter().map(|f| f.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64).sum()
+        self.frames
+            .iter()
+            .map(|f| f.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64)
+            .sum()
     }
 
     /// Every record of every stream, merged in time order.
@@ -211,9 +257,14 @@ impl LogReader {
         // frame claiming more is rejected by zstd, one producing less by the check below.
         out.clear();
         out.reserve(fi.h.raw_len as usize);
-        let n = d.decompress_to_buffer(comp, out).map_err(|e| format!("zstd: {e}"))?;
+        let n = d
+            .decompress_to_buffer(comp, out)
+            .map_err(|e| format!("zstd: {e}"))?;
         if n != fi.h.raw_len as usize {
-            return Err(format!("decompressed to {n} bytes, header says {}", fi.h.raw_len));
+            return Err(format!(
+                "decompressed to {n} bytes, header says {}",
+                fi.h.raw_len
+            ));
         }
         Ok(())
     }
@@ -282,6 +333,8 @@ pub struct Events<'a> {
     /// True once the process stream's End record was read.
     pub clean_end: bool,
     pub decoded: u64,
+    /// Calls left out because they were stamped after the final flush's cut.
+    pub after_cut: u64,
 }
 
 /// Loads the cursor's next record, moving to its next frame when needed. False at the end
@@ -314,7 +367,10 @@ fn advance(
         match r.read_frame(&info, &mut src.comp, &mut src.dctx, &mut c.data) {
             Ok(()) => c.state = DecodeState::new(info.h.first_ticks),
             Err(reason) => {
-                issues.push(ReadIssue::CorruptFrame { offset: info.offset, reason });
+                issues.push(ReadIssue::CorruptFrame {
+                    offset: info.offset,
+                    reason,
+                });
                 c.data.clear();
                 c.state = DecodeState::new(info.h.first_ticks);
             }
@@ -334,7 +390,11 @@ impl<'a> Events<'a> {
             .collect();
         let h = &r.header;
         Events {
-            src: Src { r, comp: Vec::new(), dctx: None },
+            src: Src {
+                r,
+                comp: Vec::new(),
+                dctx: None,
+            },
             pending,
             waiting,
             active: BinaryHeap::new(),
@@ -345,6 +405,7 @@ impl<'a> Events<'a> {
             bytes_read: 0,
             clean_end: false,
             decoded: 0,
+            after_cut: 0,
         }
     }
 
@@ -385,6 +446,18 @@ impl Iterator for Events<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(ev) = self.next_record()? {
+                return Some(ev);
+            }
+        }
+    }
+}
+
+impl Events<'_> {
+    /// The next record in merged order: Some(None) for one left out after the cut.
+    #[inline]
+    fn next_record(&mut self) -> Option<Option<Event>> {
         // Bring in every stream that starts no later than the earliest record in hand.
         loop {
             let head = self.active.peek().map(|Reverse(k)| key_ticks(*k));
@@ -397,38 +470,58 @@ impl Iterator for Events<'_> {
                 _ => break,
             }
         }
-        let mut top = self.active.peek_mut()?;
-        let slot = key_slot(top.0);
-        let c = &mut self.cursors[slot as usize];
-        let rec = c.next;
-        if rec.op == Op::ThreadStart {
-            c.tid = rec.args.value as u32;
-        }
-        if rec.op == Op::End {
-            self.clean_end = true;
-        }
-        let h = &self.src.r.header;
-        let ev = Event {
-            ts_ns: if self.ticks_are_ns { rec.ticks } else { h.ticks_to_ns(rec.ticks) },
-            tid: c.tid,
-            stream: c.stream,
-            op: rec.op,
-            ptr: rec.args.ptr,
-            size: rec.args.size,
-            count: rec.args.count,
-            align: rec.args.align,
-            old: rec.args.old,
-            value: rec.args.value,
-            backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
+        let (ev, skip) = {
+            let mut top = self.active.peek_mut()?;
+            let slot = key_slot(top.0);
+            let c = &mut self.cursors[slot as usize];
+            let rec = c.next;
+            let h = &self.src.r.header;
+            let skip =
+                rec.op.is_alloc_family() && self.src.r.cut_ticks.is_some_and(|cut| rec.ticks > cut);
+            if rec.op == Op::ThreadStart {
+                c.tid = rec.args.value as u32;
+            }
+            if rec.op == Op::End {
+                self.clean_end = true;
+            }
+            let ts_ns = |t: u64| {
+                if self.ticks_are_ns {
+                    t
+                } else {
+                    h.ticks_to_ns(t)
+                }
+            };
+            let ev = Event {
+                ts_ns: ts_ns(rec.ticks),
+                tid: c.tid,
+                stream: c.stream,
+                op: rec.op,
+                ptr: rec.args.ptr,
+                size: rec.args.size,
+                count: rec.args.count,
+                align: rec.args.align,
+                old: rec.args.old,
+                value: if rec.op == Op::End && rec.args.value != 0 {
+                    ts_ns(rec.args.value)
+                } else {
+                    rec.args.value
+                },
+                backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
+            };
+            if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
+                // Replacing the top sifts it down once instead of a pop and a push.
+                top.0 = key(&c.next, c.stream, slot);
+            } else {
+                std::collections::binary_heap::PeekMut::pop(top);
+                self.free_slots.push(slot);
+            }
+            (ev, skip)
         };
-        self.decoded += 1;
-        if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
-            // Replacing the top sifts it down once instead of a pop and a push.
-            top.0 = key(&c.next, c.stream, slot);
-        } else {
-            std::collections::binary_heap::PeekMut::pop(top);
-            self.free_slots.push(slot);
+        if skip {
+            self.after_cut += 1;
+            return Some(None);
         }
-        Some(ev)
+        self.decoded += 1;
+        Some(Some(ev))
     }
 }

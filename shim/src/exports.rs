@@ -19,22 +19,26 @@ fn page_size() -> usize {
     crate::lifecycle::page_size()
 }
 
-/// glibc's memalign rules: small alignments are plain malloc, others round up to a power
-/// of two, absurd ones fail with EINVAL.
+/// glibc's memalign rules: absurd alignments fail with EINVAL, others round up to a power
+/// of two. Alignments up to 8 are plain malloc (every backend aligns that far); 16 and
+/// more go to the backend's aligned call, since jemalloc and mimalloc align small blocks
+/// to 8 only. errno is ENOMEM on failure and untouched on success (mimalloc can set EINVAL
+/// on a large alignment it then serves).
 #[inline(always)]
 unsafe fn memalign_rules(align: usize, size: usize) -> *mut c_void {
-    if align <= 16 {
-        return unsafe { be::malloc(size) };
-    }
     if align > usize::MAX / 2 + 1 {
         set_errno(libc::EINVAL);
         return core::ptr::null_mut();
     }
-    let a = align.next_power_of_two();
-    let p = unsafe { be::memalign(a, size) };
-    if p.is_null() {
-        set_errno(libc::ENOMEM);
-    }
+    unsafe { aligned(align.next_power_of_two(), size) }
+}
+
+/// An allocation aligned to `align` (a power of two), with C's errno rules.
+#[inline(always)]
+unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
+    let saved = unsafe { *libc::__errno_location() };
+    let p = unsafe { if align <= PTR { be::malloc(size) } else { be::memalign(align, size) } };
+    set_errno(if p.is_null() { libc::ENOMEM } else { saved });
     p
 }
 
@@ -117,9 +121,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     }
     let saved = unsafe { *libc::__errno_location() };
     let a = Args { align: align as u64, size: size as u64, ..Args::default() };
-    let p = hot::alloc(Op::PosixMemalign, a, || unsafe {
-        if align <= 16 { be::malloc(size) } else { be::memalign(align, size) }
-    });
+    let p = hot::alloc(Op::PosixMemalign, a, || unsafe { aligned(align, size) });
     set_errno(saved);
     if p.is_null() {
         return libc::ENOMEM;

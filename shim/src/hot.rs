@@ -2,7 +2,7 @@
 //! thread's own buffer. Plain stores only: no lock, no shared counter, no syscall, no
 //! allocation (a full buffer is handed over in `ThreadState::swap_buffer`, off this path).
 use crate::lifecycle;
-use crate::thread::ThreadState;
+use crate::thread::{self, ThreadState};
 use crate::tls::{self, Tls};
 use core::ffi::c_void;
 use core::sync::atomic::{compiler_fence, Ordering::*};
@@ -16,7 +16,21 @@ pub fn enter(st: &mut ThreadState) -> bool {
     st.calls += 1;
     st.in_call.store(st.calls, Relaxed);
     compiler_fence(SeqCst);
-    !lifecycle::STOPPING.load(Relaxed)
+    st.halt.load(Relaxed) == thread::RUN || halted(st)
+}
+
+/// Someone else wants this thread's buffer: wait while the recorder takes it (TAKE), or
+/// stop recording (STOP).
+#[cold]
+#[inline(never)]
+fn halted(st: &ThreadState) -> bool {
+    loop {
+        match st.halt.load(Acquire) {
+            thread::RUN => return true,
+            thread::TAKE => core::hint::spin_loop(),
+            _ => return false,
+        }
+    }
 }
 
 #[inline(always)]

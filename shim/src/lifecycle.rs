@@ -55,6 +55,8 @@ pub static STOPPING: AtomicBool = AtomicBool::new(false);
 pub static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 pub static RECORDER_RUNNING: AtomicBool = AtomicBool::new(false);
 pub static RECORDER_DONE: AtomicBool = AtomicBool::new(false);
+/// Tick count when recording stopped (0: not yet), written in the End record.
+pub static CUT_TICKS: AtomicU64 = AtomicU64::new(0);
 /// Calls served but not recorded (after thread exit or the final flush).
 pub static UNTRACED: AtomicU64 = AtomicU64::new(0);
 /// A thread's partial buffer is handed over once its first record is this many ticks old.
@@ -221,15 +223,29 @@ fn open_log(pattern: Option<&str>) -> Option<(i32, String)> {
     }
 }
 
+/// True when the first `malloc` in the lookup order is not ours (the executable, or a
+/// library preloaded before us, defines one). Compared by defining object, not address:
+/// taking our own `malloc`'s address goes through the GOT and yields the interposer's.
+fn malloc_defined_before_us() -> bool {
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+        if found.is_null() {
+            return false;
+        }
+        let mut a: libc::Dl_info = core::mem::zeroed();
+        let mut b: libc::Dl_info = core::mem::zeroed();
+        let here = malloc_defined_before_us as *const libc::c_void;
+        libc::dladdr(found, &mut a) != 0 && libc::dladdr(here, &mut b) != 0 && a.dli_fbase != b.dli_fbase
+    }
+}
+
 /// .init_array: start the recorder, hook fork and exit, and warn about a program that
 /// brings its own malloc.
 extern "C" fn constructor() {
     let t = tls::get();
     t.busy += 1;
     ensure_init();
-    let ours = crate::exports::malloc as *const libc::c_void;
-    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) };
-    if !found.is_null() && found as *const libc::c_void != ours {
+    if malloc_defined_before_us() {
         say(&format!(
             "shim: {} defines its own malloc: calls inside it bypass LD_PRELOAD and will not be seen",
             exe_path()
@@ -321,6 +337,7 @@ fn restart(forked: bool) {
     };
     G.0.store(Box::into_raw(g), Release);
     UNTRACED.store(0, Relaxed);
+    CUT_TICKS.store(0, Relaxed);
     RECORDER_RUNNING.store(false, Release);
     RECORDER_DONE.store(false, Release);
     SHUTDOWN.store(false, Release);
@@ -374,7 +391,7 @@ pub fn after_failed_exec() {
     t.busy -= 1;
 }
 
-fn membarrier() {
+pub fn membarrier() {
     unsafe {
         if libc::syscall(libc::SYS_membarrier, 8 /* PRIVATE_EXPEDITED */, 0, 0) == 0 {
             return;
@@ -389,26 +406,20 @@ fn membarrier() {
 /// atexit: every thread's buffer reaches the log, then the recorder closes it.
 ///
 /// Handshake with the hot path: a thread stores its call number to `in_call` and then loads
-/// STOPPING; here STOPPING is stored and, after membarrier (a full barrier on every running
-/// thread), `in_call` is loaded. So either the thread sees STOPPING and hands its own
-/// buffer over, or this sees it inside a call and waits for it to leave.
+/// its `halt`; here `halt` is stored and, after membarrier (a full barrier on every running
+/// thread), `in_call` is loaded. So either the thread sees STOP and hands its own buffer
+/// over, or this sees it inside a call and waits for it to leave.
 pub extern "C" fn final_flush() {
     if !tracing() || STOPPING.load(Relaxed) && RECORDER_DONE.load(Acquire) {
         return;
     }
     let t = tls::get();
     t.busy += 1;
-    STOPPING.store(true, SeqCst);
-    membarrier();
+    let threads = halt_all();
     if (t.state as usize) > 1 {
         unsafe { (*t.state).close() };
         t.state = tls::EXITED;
     }
-    let mut threads: Vec<*mut crate::thread::ThreadState> = Vec::new();
-    REGISTRY.for_each(|st| {
-        threads.push(st);
-        true
-    });
     let deadline = clock::mono_ns() + 200_000_000;
     for st in threads {
         let st = unsafe { &mut *st };
@@ -426,4 +437,22 @@ pub extern "C" fn final_flush() {
     }
     TRACING.store(false, Release);
     t.busy -= 1;
+}
+
+/// Stops recording on every thread: sets STOPPING (for threads not yet registered) and
+/// each registered thread's `halt` to STOP, then makes that visible to every running
+/// thread. Returns the threads, which stay allocated (nothing is reaped once STOPPING).
+pub fn halt_all() -> Vec<*mut crate::thread::ThreadState> {
+    // Calls stamped after this are left out by readers: threads stop one by one, and a
+    // block one freed unrecorded may be reused by another still recording.
+    let _ = CUT_TICKS.compare_exchange(0, clock::now(), SeqCst, Relaxed);
+    STOPPING.store(true, SeqCst);
+    let mut threads = Vec::new();
+    REGISTRY.for_each(|st| {
+        st.halt.store(crate::thread::STOP, SeqCst);
+        threads.push(st as *mut _);
+        true
+    });
+    membarrier();
+    threads
 }

@@ -27,7 +27,7 @@ pub fn start() {
         if rc != 0 {
             lifecycle::RECORDER_RUNNING.store(false, Release);
             say("shim: cannot start the recorder thread; the program runs without recording");
-            lifecycle::STOPPING.store(true, SeqCst);
+            lifecycle::halt_all();
         }
     }
 }
@@ -66,7 +66,7 @@ impl Rec {
                 "shim: writing log {} failed: {e}; recording stopped, the program continues",
                 G.get().log_path
             ));
-            lifecycle::STOPPING.store(true, SeqCst);
+            lifecycle::halt_all();
         }
     }
     fn note(&mut self, op: Op, ticks: u64, value: u64) {
@@ -89,7 +89,7 @@ fn run() {
     let g = G.get();
     let Ok(w) = LogWriter::new(g.fd, g.zstd_level) else {
         say("shim: cannot set up zstd; the program runs without recording");
-        lifecycle::STOPPING.store(true, SeqCst);
+        lifecycle::halt_all();
         return;
     };
     // Calibrate the tick rate against CLOCK_MONOTONIC (a fork child keeps its parent's).
@@ -115,12 +115,12 @@ fn run() {
     if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
         say(&format!("shim: writing log {} failed: {e}; the program runs without recording", g.log_path));
         rec.failed = true;
-        lifecycle::STOPPING.store(true, SeqCst);
+        lifecycle::halt_all();
     }
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let ticks_100ms = (tps / 10.0) as u64;
     let ticks_1s = tps as u64;
-    let (mut last_rss, mut last_clock) = (0u64, 0u64);
+    let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     loop {
         let shutdown = lifecycle::SHUTDOWN.load(Acquire);
         let mut drained = 0;
@@ -131,6 +131,10 @@ fn run() {
         }
         let now = clock::now();
         housekeeping(now);
+        if now.wrapping_sub(last_take) >= ticks_1s / 4 {
+            last_take = now;
+            take_idle_buffers(now, ticks_1s);
+        }
         if now.wrapping_sub(last_rss) >= ticks_100ms {
             last_rss = now;
             if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
@@ -158,7 +162,7 @@ fn run() {
     if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
         rec.note(Op::Rss, now, rss);
     }
-    rec.note(Op::End, now, 0);
+    rec.note(Op::End, now, lifecycle::CUT_TICKS.load(Relaxed));
     rec.flush_own();
 }
 
@@ -180,4 +184,44 @@ fn housekeeping(now: u64) {
         // Reap a thread whose destructor ran and whose last buffer is handed over.
         stopping || !(st.dead.load(Acquire) && st.closed.load(Acquire))
     });
+}
+
+/// A thread that stopped allocating keeps its partial buffer; so that a crash or SIGKILL
+/// still leaves its events in the log, the recorder takes any buffer whose first record is
+/// over a second old. Handshake: TAKE is stored to the thread's `halt`, membarrier, then
+/// `in_call` is read: 0 means the thread is outside the hooks and, entering, will see TAKE
+/// and wait; otherwise it is busy (and will hand the buffer over itself soon).
+fn take_idle_buffers(now: u64, age: u64) {
+    use crate::thread::{RUN, TAKE};
+    if lifecycle::STOPPING.load(Relaxed) {
+        return;
+    }
+    let g = G.get();
+    REGISTRY.lock();
+    let mut marked = 0;
+    REGISTRY.for_each_locked(|st| {
+        let b = unsafe { &*st.buf };
+        let (n, first) = unsafe { (core::ptr::read_volatile(&b.n), core::ptr::read_volatile(&b.first_ticks)) };
+        if n > st.meta && now.wrapping_sub(first) > age && !st.closed.load(Acquire) && st.in_call.load(Relaxed) == 0
+            && st.halt.compare_exchange(RUN, TAKE, SeqCst, Relaxed).is_ok()
+        {
+            marked += 1;
+        }
+    });
+    if marked > 0 {
+        lifecycle::membarrier();
+        REGISTRY.for_each_locked(|st| {
+            if st.halt.load(SeqCst) != TAKE {
+                return;
+            }
+            if st.in_call.load(SeqCst) == 0 {
+                if let Some(next) = g.pool.take_empty(st.stream, true) {
+                    g.pool.send_full(st.buf);
+                    st.handed_over(next);
+                }
+            }
+            let _ = st.halt.compare_exchange(TAKE, RUN, SeqCst, Relaxed);
+        });
+    }
+    REGISTRY.unlock();
 }

@@ -18,8 +18,17 @@ pub struct ThreadState {
     pub tid: u32,
     /// Counts down to the next timed call (0: timing off).
     pub countdown: u32,
-    /// Events discarded since the last Dropped record (SHIM_ON_FULL=drop).
+    /// Events discarded since the last Dropped record that reached the recorder.
     pub dropped: u64,
+    /// The current buffer holds a Dropped record carrying `dropped`.
+    pub dropped_noted: bool,
+    /// Records at the head of the current buffer that are not calls (ThreadStart, Dropped).
+    pub meta: u32,
+    /// A buffer of this stream (so its ThreadStart) has reached the recorder.
+    pub delivered: bool,
+    /// Set by others, checked on entry: RUN, TAKE (the recorder is taking the buffer of an
+    /// idle thread: wait), STOP (the final flush: forward from now on).
+    pub halt: core::sync::atomic::AtomicU8,
     /// Serial number of the call in progress, 0 when none (read by the watchdog and by
     /// the final flush).
     pub in_call: AtomicU64,
@@ -47,6 +56,10 @@ pub static REGISTRY: Registry =
     Registry { lock: AtomicBool::new(false), head: core::cell::UnsafeCell::new(core::ptr::null_mut()) };
 static NEXT_STREAM: AtomicU32 = AtomicU32::new(1);
 
+pub const RUN: u8 = 0;
+pub const TAKE: u8 = 1;
+pub const STOP: u8 = 2;
+
 impl Registry {
     pub fn lock(&self) {
         while self.lock.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
@@ -73,6 +86,16 @@ impl Registry {
             }
         }
         self.unlock();
+    }
+    /// Calls `f` on every registered thread; the caller holds the lock.
+    pub fn for_each_locked(&self, mut f: impl FnMut(&mut ThreadState)) {
+        unsafe {
+            let mut t = *self.head.get();
+            while !t.is_null() {
+                f(&mut *t);
+                t = (*t).next;
+            }
+        }
     }
     fn push(&self, t: *mut ThreadState) {
         self.lock();
@@ -117,6 +140,10 @@ pub fn register() -> *mut ThreadState {
         tid,
         countdown: g.timing_period,
         dropped: 0,
+        dropped_noted: false,
+        meta: 0,
+        delivered: false,
+        halt: core::sync::atomic::AtomicU8::new(RUN),
         in_call: AtomicU64::new(0),
         calls: 0,
         slow_call: AtomicU64::new(0),
@@ -132,6 +159,10 @@ pub fn register() -> *mut ThreadState {
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
+    if lifecycle::STOPPING.load(SeqCst) {
+        // The final flush may have listed the threads before this one joined.
+        unsafe { (*st).halt.store(STOP, SeqCst) };
+    }
     st
 }
 
@@ -140,6 +171,18 @@ impl ThreadState {
     pub fn start_stream(&mut self) {
         let a = Args { value: self.tid as u64, ..Args::default() };
         unsafe { (*self.buf).push(Op::ThreadStart, clock::now(), &a, None) };
+        self.meta += 1;
+    }
+
+    /// `full` has reached the recorder's queue; `next` is the buffer to fill now.
+    pub fn handed_over(&mut self, next: *mut Buf) {
+        self.buf = next;
+        self.delivered = true;
+        self.meta = 0;
+        if self.dropped_noted {
+            self.dropped = 0;
+            self.dropped_noted = false;
+        }
     }
 
     /// Hands the current buffer to the recorder and takes an empty one (or, when none is
@@ -156,18 +199,22 @@ impl ThreadState {
         match next {
             Some(b) => {
                 g.pool.send_full(full);
-                self.buf = b;
+                self.handed_over(b);
             }
             None => unsafe {
-                // Drop: discard what this buffer holds and say so in the next record.
-                self.dropped += (*full).n as u64;
+                // Drop: discard this buffer's calls, and say so at the head of the next one
+                // (with the stream's ThreadStart again if it never reached the recorder).
+                self.dropped += ((*full).n - self.meta) as u64;
                 (*full).reset(self.stream);
+                self.meta = 0;
+                if !self.delivered {
+                    self.start_stream();
+                }
+                let a = Args { value: self.dropped, ..Args::default() };
+                (*full).push(Op::Dropped, clock::now(), &a, None);
+                self.meta += 1;
+                self.dropped_noted = true;
             },
-        }
-        if self.dropped != 0 {
-            let a = Args { value: self.dropped, ..Args::default() };
-            unsafe { (*self.buf).push(Op::Dropped, clock::now(), &a, None) };
-            self.dropped = 0;
         }
     }
 

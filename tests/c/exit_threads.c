@@ -70,7 +70,8 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "kill") == 0) {
         double end = now() + 1.5;
         while (now() < end) {
-            void *p = malloc(8002);
+            /* volatile: gcc would drop a malloc/memset/free it can see through */
+            char *volatile p = malloc(8002);
             if (p) memset(p, 3, 8);
             free(p);
             usleep(1000);
