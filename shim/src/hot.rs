@@ -53,16 +53,24 @@ fn start_timer(st: &mut ThreadState) -> u64 {
 }
 
 /// The backend time of this call: measured if sampled (`t0` != 0), else a lower bound if
-/// the watchdog saw it stay in the backend, else unknown.
+/// the watchdog marked it (`slow`), else unknown. A difference that comes out negative
+/// (clock reads reordered) is dropped rather than wrapped.
 #[inline(always)]
-fn backend_ticks(st: &ThreadState, t0: u64, end: u64) -> Option<u64> {
-    if t0 != 0 {
-        Some(end.wrapping_sub(t0))
-    } else if st.slow_call.load(Relaxed) == st.calls {
-        Some(end.wrapping_sub(st.slow_since.load(Relaxed)))
+fn backend_ticks(st: &ThreadState, t0: u64, slow: bool, end: u64) -> Option<u64> {
+    let start = if t0 != 0 {
+        t0
+    } else if slow {
+        st.slow_since.load(Relaxed)
     } else {
-        None
-    }
+        return None;
+    };
+    end.checked_sub(start)
+}
+
+/// Whether the watchdog marked the call in progress as slow.
+#[inline(always)]
+fn marked_slow(st: &ThreadState) -> bool {
+    st.slow_call.load(Relaxed) == st.calls
 }
 
 /// Appends the record, handing the buffer over first when it is full or a second old.
@@ -98,7 +106,7 @@ pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_
     let p = call();
     let ts = clock::after();
     a.ptr = p as u64;
-    finish(st, op, ts, &a, backend_ticks(st, t0, ts));
+    finish(st, op, ts, &a, backend_ticks(st, t0, marked_slow(st), ts));
     leave(st);
     t.busy = 0;
     p
@@ -123,9 +131,10 @@ pub fn free(p: *mut c_void, call: impl FnOnce()) {
     let ts = clock::before();
     let timed = start_timer(st) != 0;
     call();
-    let end = if timed || st.slow_call.load(Relaxed) == st.calls { clock::now() } else { 0 };
+    let slow = marked_slow(st);
+    let end = if timed || slow { clock::now() } else { 0 };
     let a = Args { ptr: p as u64, ..Args::default() };
-    finish(st, Op::Free, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, end));
+    finish(st, Op::Free, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, slow, end));
     leave(st);
     t.busy = 0;
 }
