@@ -96,12 +96,13 @@ def measure(run_one, sizes, configs, workdir):
         res["configs"][cfg] = {"calling_thread": main, "other_threads": other,
                                "events": [c0, c1],
                                "total_instructions": [sum(t0.values()), sum(t1.values())]}
-        if cfg in ("bare", "rec"):
+        if cfg in ("bare", "off", "rec"):
             a, b = _self_costs(s0 + "-01"), _self_costs(s1 + "-01")
             per_label[cfg] = {k: (b.get(k, 0) - a.get(k, 0)) / d_events for k in set(a) | set(b)}
-    if "rec" in per_label:
-        rows = sorted(per_label["rec"].items(), key=lambda kv: -kv[1])
-        res["rec_breakdown"] = [{"where": k, "per_event": round(v, 1),
-                                 "bare_per_event": round(per_label.get("bare", {}).get(k, 0.0), 1)}
-                                for k, v in rows if v >= 0.5][:20]
+    for cfg in ("off", "rec"):
+        if cfg in per_label:
+            rows = sorted(per_label[cfg].items(), key=lambda kv: -kv[1])
+            res[f"{cfg}_breakdown"] = [{"where": k, "per_event": round(v, 1),
+                                        "bare_per_event": round(per_label.get("bare", {}).get(k, 0.0), 1)}
+                                       for k, v in rows if v >= 0.5][:20]
     return res

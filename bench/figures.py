@@ -36,9 +36,11 @@ def config_figures(runs, config, events):
         "cpu_ratio": median(cpu_ratios),
         "added_wall_s": median(d_wall),
         "added_cpu_s": median(d_cpu),
-        "maxrss_kb": median([c["maxrss_kb"] for _, c in pairs]),
-        "extra_rss_kb": median([c["maxrss_kb"] for _, c in pairs]) - median([b["maxrss_kb"] for b, _ in pairs]),
     }
+    rss_c = [c["maxrss_kb"] for _, c in pairs if c["maxrss_kb"] is not None]
+    rss_b = [b["maxrss_kb"] for b, _ in pairs if b["maxrss_kb"] is not None]
+    f["maxrss_kb"] = median(rss_c)
+    f["extra_rss_kb"] = median(rss_c) - median(rss_b) if rss_c and rss_b else None
     if events:
         f["ns_per_event"] = f["added_wall_s"] / events * 1e9
         f["cpu_ns_per_event"] = f["added_cpu_s"] / events * 1e9
@@ -65,7 +67,7 @@ def group_figures(group):
         "bare_wall_min": min((r["wall_s"] for r in bare), default=None),
         "bare_wall_max": max((r["wall_s"] for r in bare), default=None),
         "bare_cpu_s": median([r["cpu_s"] for r in bare]),
-        "bare_maxrss_kb": median([r["maxrss_kb"] for r in bare]),
+        "bare_maxrss_kb": median([r["maxrss_kb"] for r in bare if r["maxrss_kb"] is not None]),
         "configs": {},
     }
     for cfg in group["configs"]:

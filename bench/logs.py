@@ -90,11 +90,13 @@ def _from_stats(shimlog, path):
 
 
 def _from_dump(shimlog, path):
-    """(events, dropped) by counting `shimlog dump --format jsonl` lines."""
+    """(events, dropped, [(ts_ns, dropped) per dropped record]) by counting
+    `shimlog dump --format jsonl` lines."""
     pats = [b'{"op":"' + op.encode() + b'",' for op in ALLOC_OPS]
     p = subprocess.Popen([shimlog, "dump", path, "--format", "jsonl"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     events = dropped = 0
+    drops = []
     rest = b""
     fast = None
     while True:
@@ -112,7 +114,9 @@ def _from_dump(shimlog, path):
             if b'"op":"dropped"' in chunk:
                 for line in chunk.split(b"\n"):
                     if b'"op":"dropped"' in line:
-                        dropped += int(json.loads(line).get("value", 0))
+                        ev = json.loads(line)
+                        dropped += int(ev.get("value", 0))
+                        drops.append((ev.get("ts_ns"), int(ev.get("value", 0))))
         else:
             for line in chunk.split(b"\n"):
                 if line.strip():
@@ -121,23 +125,29 @@ def _from_dump(shimlog, path):
                         events += 1
                     elif ev.get("op") == "dropped":
                         dropped += int(ev.get("value", 0))
+                        drops.append((ev.get("ts_ns"), int(ev.get("value", 0))))
     err = p.stderr.read().decode("utf-8", "replace").strip()
     if p.wait() != 0:
         raise RuntimeError(f"shimlog dump {path} failed: {err.splitlines()[-1] if err else p.returncode}")
-    return events, dropped
+    return events, dropped, drops
 
 
-def count_events(shimlog, paths):
-    """(malloc-family events, dropped events, method) summed over the logs of one run."""
+def count_events(shimlog, paths, need_drops=False):
+    """(malloc-family events, dropped events, method[, drops]) summed over the logs of one
+    run; with need_drops, always by dump, also giving each dropped record's (ts_ns, count)."""
     events = dropped = 0
     methods = set()
+    all_drops = []
     for path in paths:
-        got = _from_stats(shimlog, path)
+        got = None if need_drops else _from_stats(shimlog, path)
         if got is not None:
             methods.add("shimlog stats --json")
         else:
             got = _from_dump(shimlog, path)
             methods.add("shimlog dump --format jsonl")
+            all_drops += got[2]
         events += got[0]
         dropped += got[1]
+    if need_drops:
+        return events, dropped, " + ".join(sorted(methods)), all_drops
     return events, dropped, " + ".join(sorted(methods))
