@@ -438,3 +438,37 @@ fn bad_input_gets_a_one_line_error() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("no malloc-family calls"), "{e}");
 }
+
+#[test]
+fn a_realloc_stamped_after_its_old_address_was_reused_keeps_each_block_with_its_thread() {
+    // Thread a's realloc frees X inside the allocator, thread b's malloc gets X, and only
+    // then does a's realloc return and get its time stamp: the log shows b's malloc of X
+    // while a's X is still live. Each block must stay with its own thread.
+    let mut l = LogBuilder::new(&[1, 2]);
+    l.malloc(0, 100, 0x1000); // a's buffer at X
+    l.malloc(1, 40, 0x1000); // b gets X before a's realloc is logged
+    l.realloc(0, 0x1000, 200, 0x2000); // a's buffer moves to Y
+    l.realloc(1, 0x1000, 80, 0x3000); // b's block grows: b's own, not unknown
+    l.free(0, 0x2000);
+    l.free(1, 0x3000);
+    // An address handed out again without any free at all: the first block leaks.
+    l.malloc(0, 10, 0x5000);
+    l.malloc(0, 20, 0x5000);
+    l.free(0, 0x5000);
+    let log = tmp("late-realloc.shimlog");
+    l.write(&log);
+    let r = replay_json(&log, &[]);
+    check_ops(&r, &expect_ops(&[("malloc", 4), ("realloc", 2), ("free", 3)]));
+    let p = &r["plan"];
+    assert_eq!(p["late_realloc_frees"], 1);
+    assert_eq!(p["skipped"]["unknown_realloc"], 0);
+    assert_eq!(p["skipped"]["missed_free"], 1);
+    assert_eq!(p["cross_thread_reallocs"], 0);
+    assert_eq!(p["cross_thread_frees"], 0);
+    assert_eq!(p["ideal_bytes"], 280); // a's 200 and b's 80 (b's 40 and a's 100 before)
+    assert_eq!(p["end_live_bytes"], 10);
+    for be in r["backends"].as_array().unwrap() {
+        assert_eq!(be["cross_thread_reallocs"], 0, "{}", be["backend"]);
+        assert_eq!(be["end_live_bytes"], 10, "{}", be["backend"]);
+    }
+}

@@ -317,7 +317,10 @@ pub const MAX_SAMPLES: usize = 2048;
 
 impl Sampler {
     pub fn new() -> Sampler {
-        Sampler { samples: Vec::with_capacity(MAX_SAMPLES), interval_ns: 1_000_000, peak_rss: 0 }
+        // Filled once so that its pages are resident before the baseline is taken.
+        let mut samples = vec![RssSample::default(); MAX_SAMPLES];
+        samples.clear();
+        Sampler { samples, interval_ns: 1_000_000, peak_rss: 0 }
     }
 
     /// Runs on its own thread. `tick` is called after every sample (progress display).

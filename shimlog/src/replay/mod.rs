@@ -187,7 +187,7 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
     if let Some(r) = res.iter().find_map(|b| b.replay.as_ref()) {
         let e = &r.excluded;
         n.push(format!(
-            "excluded from every RSS figure: each child's resident set just before its first replayed op ({}): shimlog itself, its slot table ({} slots, {}), op buffers ({}), latency histograms ({}) and the {} replay threads' stacks; none of that grows during the replay",
+            "excluded from every RSS figure: each child's resident set just before its first replayed op ({}): shimlog itself, its slot table ({} slots, {}), op buffers ({}), latency histograms ({}), the RSS samples and the {} replay threads' stacks, all written once before the first op so that they do not grow during the replay (the stacks only by what the allocator calls use)",
             base.join(", "),
             count_str(m.slots as u64),
             table::bytes(e.slot_table_bytes as f64),
@@ -209,6 +209,18 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
         n.push(format!(
             "{} frees and {} reallocs of pointers the log never saw allocated (allocated before capture began) were skipped; the reallocs' results were replayed as fresh blocks of their new size",
             s.unknown_free, s.unknown_realloc
+        ));
+    }
+    if m.late_realloc_frees > 0 {
+        n.push(format!(
+            "{} reallocs moved a block whose old address another thread had already been given in log order (a realloc is stamped when it returns); each was matched to its own thread's block",
+            m.late_realloc_frees
+        ));
+    }
+    if s.missed_free > 0 {
+        n.push(format!(
+            "{} blocks were never freed in the log though their address was handed out again (a lost free); they stay allocated in the replay",
+            s.missed_free
         ));
     }
     if s.null_result > 0 {
