@@ -329,6 +329,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     let stop = AtomicBool::new(false);
     let pace_first = meta.first_ts_ns;
     let mut baseline = 0u64;
+    let mut base_huge = 0u64;
     let mut hwm_reset = false;
     let mut before = measure::Usage::default();
     let mut clk = None;
@@ -369,6 +370,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         ready.wait();
         // Every thread is up with its buffers: what is resident now is not the replay's.
         baseline = statm.rss_bytes();
+        base_huge = measure::anon_huge_pages_bytes().unwrap_or(0);
         hwm_reset = measure::reset_hwm();
         let (sampler, statm, progress, stop, bar) = (&mut sampler, &statm, &progress, &stop, &bar);
         let (go_s, start_s) = (&go, &start_ns);
@@ -399,6 +401,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     let wall_ns = end_ns.saturating_sub(start);
     let end_rss = statm.rss_bytes().saturating_sub(baseline);
     let hwm = if hwm_reset { measure::vm_hwm_bytes() } else { None };
+    let huge = measure::anon_huge_pages_bytes();
     let stats = shim_backend::stats::allocator_stats(backend);
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -481,6 +484,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         peak_rss_bytes: peak,
         peak_rss_sampled_bytes: sampler.peak_rss,
         end_rss_bytes: end_rss,
+        end_huge_page_bytes: huge.map(|h| h.saturating_sub(base_huge)),
         ideal_bytes: meta.ideal_bytes,
         fragmentation: if meta.ideal_bytes > 0 { peak as f64 / meta.ideal_bytes as f64 } else { 0.0 },
         peak_source: source.into(),

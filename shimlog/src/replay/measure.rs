@@ -102,6 +102,15 @@ pub fn vm_hwm_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Anonymous memory backed by transparent huge pages (AnonHugePages of
+/// /proc/self/smaps_rollup), in bytes.
+pub fn anon_huge_pages_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = s.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// Resets the peak resident set to the current one (Linux: `5` to /proc/self/clear_refs), so
 /// that VmHWM afterwards is the replay's own peak. False when the kernel refused.
 pub fn reset_hwm() -> bool {

@@ -203,6 +203,22 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
             e.clock, e.timer_cost_ns
         ));
     }
+    for b in res {
+        if let Some(r) = &b.replay {
+            let huge = r.memory.end_huge_page_bytes.unwrap_or(0);
+            if huge > 0 && huge * 2 >= r.memory.end_rss_bytes {
+                let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "unknown".into());
+                n.push(format!(
+                    "{}: {} of its {} resident at the end are transparent huge pages (a fault maps 2 MiB at once, touched or not; THP setting here: {thp})",
+                    b.backend,
+                    table::bytes(huge as f64),
+                    table::bytes(r.memory.end_rss_bytes as f64)
+                ));
+            }
+        }
+    }
     n.push("ideal = peak of live requested bytes in log order; fragmentation = peak RSS / ideal; slop = usable size minus requested size, summed over every allocation".into());
     let s = &m.skipped;
     if s.unknown_free + s.unknown_realloc > 0 {

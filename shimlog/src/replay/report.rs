@@ -162,6 +162,8 @@ pub struct Memory {
     pub peak_rss_sampled_bytes: u64,
     /// Resident set above the baseline once every thread ended.
     pub end_rss_bytes: u64,
+    /// Of that, memory in transparent huge pages (AnonHugePages), when the kernel says.
+    pub end_huge_page_bytes: Option<u64>,
     /// Peak live requested bytes in log order (same for every backend).
     pub ideal_bytes: u64,
     /// peak_rss_bytes / ideal_bytes.

@@ -156,6 +156,7 @@ fn rows(cols: &[Option<&Replay>]) -> Vec<Row> {
     }
     row("peak RSS", Unit::Bytes, Lower, &|r| Some(r.memory.peak_rss_bytes as f64));
     row("RSS at end", Unit::Bytes, Lower, &|r| Some(r.memory.end_rss_bytes as f64));
+    row("  of which huge pages", Unit::Bytes, Lower, &|r| r.memory.end_huge_page_bytes.map(|b| b as f64));
     row("fragmentation (peak RSS / ideal)", Unit::Ratio, Lower, &|r| Some(r.memory.fragmentation));
     row("slop (usable - requested)", Unit::Bytes, Lower, &|r| Some(r.slop_bytes_total as f64));
     let mut classes: Vec<(u64, String)> = Vec::new();
