@@ -315,7 +315,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         let b = indicatif::ProgressBar::new(total_ops);
         b.set_style(
             indicatif::ProgressStyle::with_template(&format!(
-                "{:>8} {{bar:40}} {{pos}}/{{len}} ops {{per_sec}} {{eta}}",
+                "{:>8} {{bar:40}} {{human_pos}}/{{human_len}} ops, {{eta}} left",
                 backend.name()
             ))
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
