@@ -57,7 +57,7 @@ def one_run(w, size, backend, config, tag, extra_env=None, threads=False, count=
     if m["rc"] != 0:
         problems.append(f"exit status {m['rc']}")
     out = m["output"]
-    if config == "heaptrack":
+    if config.startswith("heaptrack"):
         mm = re.search(r"allocations:\s+(\d+)", out)
         rec["heaptrack_allocations"] = int(mm.group(1)) if mm else None
         files = glob.glob(ht_stem + "*")
@@ -74,7 +74,7 @@ def one_run(w, size, backend, config, tag, extra_env=None, threads=False, count=
         body = "\n".join(l for l in out.splitlines() if not l.startswith("shim:"))
     shim_lines = [l for l in out.splitlines() if l.startswith("shim:")]
     wrong = []  # the program completed, but its output says something went wrong
-    if config != "heaptrack" and shim_lines:
+    if not config.startswith("heaptrack") and shim_lines:
         wrong.append("the shim said: " + shim_lines[0])
     if not re.search(w.expect, body.strip(), re.M | re.S):
         wrong.append(f"unexpected output {body.strip()[:120]!r}")
@@ -143,6 +143,13 @@ def run_group(w, backend, size, configs, rounds, label, exact):
     est = [r["events_estimate"] for r in g["runs"] if r["config"] == "rec" and r["ok"]]
     if est:
         g["events_estimate"] = figures.median(est)
+    if "rec" not in configs:
+        # events of the sizes run here, from one untimed recording run at each size
+        for cfg, key in (("rec", "events_estimate"), ("rec_3x", "events_3x")):
+            if cfg == "rec" or any(c.endswith("_3x") for c in configs):
+                rec = one_run(w, size, backend, cfg, f"{w.name}-{backend}-{label}-count-{cfg}")
+                if rec["ok"]:
+                    g[key] = rec["events_estimate"]
     g["events"] = g.get("events_exact", g.get("events_estimate"))
     g["figures"] = figures.group_figures(g)
     g["problems"] = sorted({f"{r['config']}: {p}" for r in g["runs"] for p in r.get("problems", [])})
@@ -177,6 +184,17 @@ def drain_rate(w, size, runs):
         out["min"], out["max"] = min(rates), max(rates)
         out["dropped_total"] = sum(d.get("dropped") or 0 for d in res)
     say(f"drain rate: {out.get('events_per_s', 0) / 1e6:.1f} M events/s of recorder CPU")
+    return out
+
+
+def zstd_levels(w, size, levels):
+    """Log bytes per event of the one-thread workload at other SHIM_ZSTD_LEVELs (one run each)."""
+    out = {}
+    for lvl in levels:
+        rec = one_run(w, size, "glibc", "rec", f"zstd-{lvl}", extra_env={"SHIM_ZSTD_LEVEL": str(lvl)})
+        if rec["ok"] and rec.get("events_estimate"):
+            out[str(lvl)] = {"bytes_per_event": rec["log_bytes"] / rec["events_estimate"],
+                             "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"]}
     return out
 
 
@@ -278,18 +296,19 @@ def full():
             groups.append(run_group(w, b, w.full, ("bare", "off", "rec", "rec_all"), rounds, "full",
                                     exact=b == "glibc"))
         if have_ht:
-            groups.append(run_group(w, "glibc", w.ht, ("bare", "rec", "heaptrack"), rounds, "heaptrack",
-                                    exact=False))
+            cfgs = ("bare", "heaptrack", "heaptrack_3x") if w.scalable else ("bare", "rec", "heaptrack")
+            groups.append(run_group(w, "glibc", w.ht, cfgs, rounds, "heaptrack", exact=False))
         else:
             skipped.append(f"{w.name}/heaptrack: heaptrack is not installed")
     single = next(w for w in ws if w.name == "single")
     drain = drain_rate(single, single.full // 2, 3)
     cg = instruction_counts(single)
     clocks = clock_cost(500_000, 7)
+    levels = zstd_levels(single, single.full // 2, (3, 9))
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
-               "drain": drain, "callgrind": cg, "clock_cost": clocks,
+               "drain": drain, "callgrind": cg, "clock_cost": clocks, "zstd_levels": levels,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

@@ -71,8 +71,22 @@ def group_figures(group):
         "configs": {},
     }
     for cfg in group["configs"]:
-        if cfg != "bare":
+        if cfg != "bare" and not cfg.endswith("_3x"):
             f = config_figures(runs, cfg, group.get("events"))
             if f:
                 out["configs"][cfg] = f
     return out
+
+
+def marginal_ns(runs, small, big, events_small, events_big, key="wall_s"):
+    """Median over the rounds of (big - small) wall time / (events_big - events_small): the cost
+    of one more event in configuration `small`/`big` (the same one at two sizes), with start-up
+    and exit cancelled out."""
+    by_round = {}
+    for r in runs:
+        if r["ok"]:
+            by_round.setdefault(r["round"], {})[r["config"]] = r
+    d = [(v[big][key] - v[small][key]) for v in by_round.values() if small in v and big in v]
+    if not d or not events_small or not events_big or events_big == events_small:
+        return None
+    return median(d) / (events_big - events_small) * 1e9

@@ -4,7 +4,7 @@ A workload is a command line with a size knob (`full` for the timed runs, `ht` f
 smaller runs heaptrack can afford, `smoke` for --smoke). A configuration is how that
 command is launched: bare (glibc, or Debian's allocator preloaded on its own), the shim
 forwarding only (SHIM_TRACE=0), the shim recording (default settings, and SHIM_TIMING=all),
-or heaptrack."""
+or heaptrack; a configuration name ending in `_3x` runs it at three times the size."""
 import glob
 import os
 import re
@@ -63,6 +63,7 @@ class Workload:
     ht: int
     smoke: int
     env: dict = field(default_factory=dict)
+    scalable: bool = True          # the size knob scales the work (not so for gcc, /bin/true)
     expect: str = ""               # regex the program's output must match
     calls_re: str = r"calls=(\d+)"  # the program's own count of malloc-family calls
 
@@ -94,20 +95,12 @@ def workloads():
     ]
     if cc1:
         ws.append(Workload("gcc", "gcc (cc1) -O2 -g compiling workloads/demo.c", "real",
-                           lambda n: list(cc1), 1, 1, 1, expect=r"^$", calls_re=""))
+                           lambda n: list(cc1), 1, 1, 1, scalable=False, expect=r"^$", calls_re=""))
     ws.append(Workload("startup", "/bin/true: start-up and exit cost per process", "startup",
-                       lambda n: ["/bin/true"], 1, 1, 1, expect=r"^$", calls_re=""))
+                       lambda n: ["/bin/true"], 1, 1, 1, scalable=False, expect=r"^$", calls_re=""))
     return ws
 
 
-CONFIGS = ("bare", "off", "rec", "rec_all", "heaptrack")
-CONFIG_TITLE = {
-    "bare": "bare allocator",
-    "off": "shim, SHIM_TRACE=0",
-    "rec": "shim recording (defaults)",
-    "rec_all": "shim recording, SHIM_TIMING=all",
-    "heaptrack": "heaptrack",
-}
 
 
 def clean_env():
@@ -121,6 +114,8 @@ def clean_env():
 
 def launch(w, size, backend, config, tag, extra_env=None):
     """(argv, env overrides, log glob or None, heaptrack output stem or None) for one run."""
+    if config.endswith("_3x"):  # the same configuration at three times the size
+        config, size = config[:-3], size * 3
     argv = w.argv(size)
     over = dict(w.env)
     log_glob = ht_stem = None
