@@ -11,8 +11,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
-/// Builds a log call by call; every call gets the next tick, so the merged order of the
-/// log is the order of the calls here.
+/// Builds a log call by call; every call gets a later time than the one before, so the merged
+/// order of the log is the order of the calls here.
 struct LogBuilder {
     threads: Vec<(u32, Vec<(u64, Op, Args)>)>,
     t: u64,
@@ -28,7 +28,8 @@ impl LogBuilder {
         LogBuilder { threads, t: 1000 }
     }
     fn push(&mut self, th: usize, op: Op, a: Args) {
-        self.t += 10;
+        // Far enough apart to stay distinct when the log keeps ticks in coarser units.
+        self.t += 1000;
         self.threads[th].1.push((self.t, op, a));
     }
     /// Moves the clock on by `ns` nanoseconds (ticks are ns in these logs).
@@ -91,12 +92,11 @@ impl LogBuilder {
     }
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("shimlog-replay-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let p = d.join(name);
-    let _ = std::fs::remove_file(&p);
-    p
+/// A path in a fresh temporary directory, removed when the returned guard is dropped.
+fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::Builder::new().prefix("shimlog-replay-test-").tempdir().unwrap();
+    let p = d.path().join(name);
+    (d, p)
 }
 
 /// Runs `shimlog replay` with a time limit; panics when it runs past it.
@@ -188,7 +188,7 @@ fn known_peak_and_cross_thread_frees_are_reproduced() {
     l.free(b, 0x2100_0000); // cross: a reallocated it last
     l.free(b, blk(1)); // cross
     l.free(a, 0x9000_0000);
-    let log = tmp("known.shimlog");
+    let (_log_dir, log) = tmp("known.shimlog");
     l.write(&log);
 
     let r = replay_json(&log, &[]);
@@ -248,7 +248,7 @@ fn threads_handing_blocks_round_a_cycle_do_not_deadlock() {
             l.free(i, addr(i, N as u64 - 1));
         }
     }
-    let log = tmp("cycle.shimlog");
+    let (_log_dir, log) = tmp("cycle.shimlog");
     l.write(&log);
     let r = replay_json(&log, &[]);
     let blocks = ROUNDS * N as u64;
@@ -277,7 +277,7 @@ fn unknown_pointers_and_null_results_are_skipped_and_counted() {
     l.free(0, 0); // free(NULL)
     l.free(0, 0x6000_0000);
     l.free(0, 0x5000_0000);
-    let log = tmp("unknown.shimlog");
+    let (_log_dir, log) = tmp("unknown.shimlog");
     l.write(&log);
     let r = replay_json(&log, &[]);
     check_ops(&r, &expect_ops(&[("malloc", 1), ("realloc", 1), ("free", 2)]));
@@ -313,7 +313,7 @@ fn every_kind_of_call_is_replayed_as_itself_by_every_backend() {
     for p in [0x100_0000, 0x310_0000, 0x500_0000, 0x600_0000, 0x700_0000, 0x800_0000, 0x900_0000] {
         l.free(1, p);
     }
-    let log = tmp("kinds.shimlog");
+    let (_log_dir, log) = tmp("kinds.shimlog");
     l.write(&log);
     let r = replay_json(&log, &[]);
     check_ops(
@@ -348,15 +348,19 @@ fn every_kind_of_call_is_replayed_as_itself_by_every_backend() {
 fn pace_keeps_the_recorded_gaps() {
     let mut l = LogBuilder::new(&[1]);
     l.malloc(0, 100, 0x1000_0000);
-    l.gap(300_000_000);
+    // 800 ms at one tick per ns; the reader's conversion decides what the log says it is.
+    l.gap(800_000_000);
     l.free(0, 0x1000_0000);
-    let log = tmp("pace.shimlog");
+    let (_log_dir, log) = tmp("pace.shimlog");
     l.write(&log);
     let fast = replay_json(&log, &["--backend", "glibc"]);
     let paced = replay_json(&log, &["--backend", "glibc", "--pace"]);
+    let recorded = paced["plan"]["recorded_duration_ns"].as_u64().unwrap();
+    assert!(recorded >= 40_000_000, "recorded {recorded} ns");
     let wall = |r: &Value| r["backends"][0]["wall_ns"].as_u64().unwrap();
-    assert!(wall(&fast) < 100_000_000, "fast replay took {} ns", wall(&fast));
-    assert!(wall(&paced) >= 290_000_000, "paced replay took {} ns", wall(&paced));
+    assert!(wall(&fast) < recorded / 2, "fast replay took {} ns of {recorded}", wall(&fast));
+    assert!(wall(&paced) >= recorded * 95 / 100, "paced replay took {} ns of {recorded}", wall(&paced));
+    assert!(wall(&paced) < recorded + 500_000_000, "paced replay took {} ns of {recorded}", wall(&paced));
     assert_eq!(paced["options"]["pace"], true);
 }
 
@@ -366,7 +370,7 @@ fn touch_makes_rss_follow_the_blocks() {
     let mut l = LogBuilder::new(&[1]);
     l.malloc(0, BIG, 0x1000_0000);
     l.free(0, 0x1000_0000);
-    let log = tmp("touch.shimlog");
+    let (_log_dir, log) = tmp("touch.shimlog");
     l.write(&log);
     let untouched = replay_json(&log, &[]);
     let touched = replay_json(&log, &["--touch"]);
@@ -392,7 +396,7 @@ fn the_table_has_one_column_per_backend_and_marks_the_best() {
     for i in 0..200 {
         l.free((i + 1) % 2, 0x1000_0000 + i as u64 * 0x100);
     }
-    let log = tmp("table.shimlog");
+    let (_log_dir, log) = tmp("table.shimlog");
     l.write(&log);
     let out = shimlog(
         &["replay", log.to_str().unwrap(), "--backend", "jemalloc,mimalloc"],
@@ -415,14 +419,14 @@ fn the_table_has_one_column_per_backend_and_marks_the_best() {
 fn bad_input_gets_a_one_line_error() {
     let mut l = LogBuilder::new(&[1]);
     l.malloc(0, 1, 0x1000);
-    let log = tmp("bad.shimlog");
+    let (_log_dir, log) = tmp("bad.shimlog");
     l.write(&log);
     let out = shimlog(&["replay", log.to_str().unwrap(), "--backend", "tcmalloc"], Duration::from_secs(30));
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("unknown backend 'tcmalloc' (accepted: glibc, jemalloc, mimalloc)"), "{e}");
 
-    let junk = tmp("junk.shimlog");
+    let (_junk_dir, junk) = tmp("junk.shimlog");
     std::fs::write(&junk, b"this is not a log").unwrap();
     let out = shimlog(&["replay", junk.to_str().unwrap()], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1));
@@ -430,7 +434,7 @@ fn bad_input_gets_a_one_line_error() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("not a shim log"), "{e}");
 
-    let empty = tmp("empty.shimlog");
+    let (_empty_dir, empty) = tmp("empty.shimlog");
     LogBuilder::new(&[1]).write(&empty);
     let out = shimlog(&["replay", empty.to_str().unwrap()], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1));
@@ -455,7 +459,7 @@ fn a_realloc_stamped_after_its_old_address_was_reused_keeps_each_block_with_its_
     l.malloc(0, 10, 0x5000);
     l.malloc(0, 20, 0x5000);
     l.free(0, 0x5000);
-    let log = tmp("late-realloc.shimlog");
+    let (_log_dir, log) = tmp("late-realloc.shimlog");
     l.write(&log);
     let r = replay_json(&log, &[]);
     check_ops(&r, &expect_ops(&[("malloc", 4), ("realloc", 2), ("free", 3)]));

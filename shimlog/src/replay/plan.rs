@@ -723,7 +723,8 @@ mod sim {
         }
     }
 
-    /// Writes a log of `calls` (thread, op, args), one tick apart, in that order.
+    /// Writes a log of `calls` (thread, op, args), 1000 ticks apart (the log may keep ticks
+    /// in coarser units), in that order.
     fn write_log(path: &std::path::Path, threads: usize, calls: &[(usize, Op, Args)]) {
         use recorder::buffer::Buf;
         use recorder::writer::{create_log, write_header, LogWriter};
@@ -747,7 +748,7 @@ mod sim {
                         w.write_buf(&b).unwrap();
                         b.reset(stream);
                     }
-                    b.push(*op, 10 + i as u64 * 10, a, None);
+                    b.push(*op, 1000 + i as u64 * 1000, a, None);
                 }
             }
             w.write_buf(&b).unwrap();
