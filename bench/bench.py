@@ -198,11 +198,11 @@ def zstd_levels(w, size, levels):
     return out
 
 
-def instruction_counts(w):
-    """Callgrind instruction counts of the one-thread workload (see callgrind.py)."""
+def instruction_counts(w, sizes, configs):
+    """Callgrind instruction counts of a workload at two sizes (see callgrind.py)."""
     if not callgrind.available():
         return {"skipped": "valgrind is not installed"}
-    workdir = os.path.join(OUT, "callgrind")
+    workdir = os.path.join(OUT, "callgrind", w.name)
     fresh_dir(workdir)
 
     def run_one(cfg, size, stem):
@@ -221,12 +221,12 @@ def instruction_counts(w):
         return calls
 
     try:
-        res = callgrind.measure(run_one, (50_000, 150_000), ("bare", "off", "rec", "rec_all"), workdir)
+        res = callgrind.measure(run_one, sizes, configs, workdir)
     except (RuntimeError, OSError, ZeroDivisionError) as e:
         return {"skipped": str(e)}
     res["command"] = ("valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=STEM "
-                      "(under each configuration's environment) " + shown(w.argv(150_000), {}))
-    say("callgrind: done")
+                      "(under each configuration's environment) " + shown(w.argv(sizes[1]), {}))
+    say(f"callgrind {w.name}: done")
     return res
 
 
@@ -302,13 +302,16 @@ def full():
             skipped.append(f"{w.name}/heaptrack: heaptrack is not installed")
     single = next(w for w in ws if w.name == "single")
     drain = drain_rate(single, single.full // 2, 3)
-    cg = instruction_counts(single)
+    cg = instruction_counts(single, (50_000, 150_000), ("bare", "off", "rec", "rec_all"))
+    demo = next((w for w in ws if w.name == "demo"), None)
+    cg_demo = instruction_counts(demo, (5_000, 15_000), ("bare", "off", "rec")) if demo else None
     clocks = clock_cost(500_000, 7)
     levels = zstd_levels(single, single.full // 2, (3, 9))
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
-               "drain": drain, "callgrind": cg, "clock_cost": clocks, "zstd_levels": levels,
+               "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
+               "zstd_levels": levels,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

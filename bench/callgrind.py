@@ -1,9 +1,10 @@
 """Instructions per event, from callgrind: a cost figure the machine's load cannot blur.
 
-The one-thread workload runs under callgrind (--separate-threads=yes) at two sizes in each
+A workload runs under callgrind (--separate-threads=yes) at two sizes in each
 configuration; the difference between the sizes, divided by the difference in events,
-is the marginal cost of one event with start-up and exit cancelled out, per thread: the
-calling thread (the hot path) and the recorder thread (compression and writing). The
+is the marginal cost of one event with start-up and exit cancelled out, split into the
+program's threads (the hot path; "calling_thread") and the shim's recorder thread
+(compression and writing; "other_threads", told apart by its entry function). The
 larger recording run is also broken down by source file and function (callgrind_annotate
 self cost; code inlined from another file is listed under that file), which says where
 the hot path's instructions go."""
@@ -21,18 +22,21 @@ def available():
 
 
 def _totals(stem):
-    """{thread number: instructions} from the per-thread callgrind files of one run."""
-    out = {}
+    """({thread number: instructions}, {thread numbers that are the shim's recorder}) from the
+    per-thread callgrind files of one run."""
+    out, recorder = {}, set()
     for path in glob.glob(stem + "-*"):
         m = re.search(r"-(\d+)$", path)
         if not m:
             continue
+        n = int(m.group(1))
         with open(path) as f:
             for line in f:
                 if line.startswith("totals:") or line.startswith("summary:"):
-                    out[int(m.group(1))] = int(line.split()[1])
-                    break
-    return out
+                    out[n] = int(line.split()[1])
+                elif "recorder_thread::entry" in line:
+                    recorder.add(n)
+    return out, recorder
 
 
 def _self_costs(path):
@@ -76,8 +80,8 @@ def _short(label):
 def measure(run_one, sizes, configs, workdir):
     """run_one(config, size, stem) runs the workload under callgrind writing stem-NN files
     and returns its malloc-family call count. Returns per-config marginal instructions per
-    event for the calling thread and the other threads, and the breakdown of the larger
-    recording run's calling thread."""
+    event for the program's threads and the recorder thread, and the breakdown of the larger
+    recording run's first thread."""
     res = {"sizes": list(sizes), "configs": {}}
     small, big = sizes
     per_label = {}
@@ -89,10 +93,12 @@ def measure(run_one, sizes, configs, workdir):
                 os.remove(old)
             calls = run_one(cfg, size, stem)
             got[size] = (calls, _totals(stem), stem)
-        (c0, t0, s0), (c1, t1, s1) = got[small], got[big]
+        (c0, (t0, r0), s0), (c1, (t1, r1), s1) = got[small], got[big]
         d_events = c1 - c0
-        main = (t1.get(1, 0) - t0.get(1, 0)) / d_events
-        other = (sum(v for k, v in t1.items() if k != 1) - sum(v for k, v in t0.items() if k != 1)) / d_events
+        prog = lambda t, r: sum(v for k, v in t.items() if k not in r)
+        rec = lambda t, r: sum(v for k, v in t.items() if k in r)
+        main = (prog(t1, r1) - prog(t0, r0)) / d_events
+        other = (rec(t1, r1) - rec(t0, r0)) / d_events
         res["configs"][cfg] = {"calling_thread": main, "other_threads": other,
                                "events": [c0, c1],
                                "total_instructions": [sum(t0.values()), sum(t1.values())]}

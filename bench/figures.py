@@ -75,7 +75,30 @@ def group_figures(group):
             f = config_figures(runs, cfg, group.get("events"))
             if f:
                 out["configs"][cfg] = f
+    if "rec" in out["configs"] and "off" in out["configs"] and group.get("events"):
+        # recording's own cost, against the shim forwarding to the same allocator
+        by_round = {}
+        for r in runs:
+            if r["ok"]:
+                by_round.setdefault(r["round"], {})[r["config"]] = r
+        d = [v["rec"]["wall_s"] - v["off"]["wall_s"] for v in by_round.values() if "rec" in v and "off" in v]
+        if d:
+            out["configs"]["rec"]["ns_per_event_over_off"] = median(d) / group["events"] * 1e9
+    out["outliers"] = outliers(runs)
     return out
+
+
+def outliers(runs, factor=10.0):
+    """Runs that took more than `factor` times their configuration's median wall time."""
+    found = []
+    for cfg in sorted({r["config"] for r in runs}):
+        walls = [r["wall_s"] for r in runs if r["config"] == cfg and r["ok"]]
+        m = median(walls)
+        for r in runs:
+            if r["config"] == cfg and r["ok"] and m and r["wall_s"] > factor * m:
+                found.append({"config": cfg, "round": r.get("round"), "wall_s": r["wall_s"],
+                              "cpu_s": r["cpu_s"], "median_wall_s": m})
+    return found
 
 
 def marginal_ns(runs, small, big, events_small, events_big, key="wall_s"):

@@ -106,9 +106,9 @@ def producer_line(results):
     return (f"With SHIM_ON_FULL=drop (the drain runs, where the thread never waits for the recorder) "
             f"the calling thread's own CPU time is {per[len(per) // 2]:.1f} ns per event against bare "
             f"glibc's {bare:.1f}: {per[len(per) // 2] - bare:.1f} ns added by the hot path itself; the "
-            f"rest of the wall-clock figure is waiting for a free buffer (SHIM_ON_FULL=block) while the "
-            f"recorder thread is not running, on this shared 2-core machine, and while it calibrates its "
-            f"clock for ~20 ms at start-up without draining. ")
+            f"rest of the wall-clock figure is time spent waiting for a free buffer "
+            f"(SHIM_ON_FULL=block) when the recorder thread falls behind or is not scheduled, on "
+            f"this shared 2-core machine (see the drain section for start-up). ")
 
 
 def targets(results):
@@ -137,9 +137,7 @@ def targets(results):
                     f"({cg_off['calling_thread'] - cg_bare['calling_thread']:.0f} of them with SHIM_TRACE=0, i.e. "
                     f"forwarding alone), plus {cg_rec['other_threads']:.0f} per event on the recorder thread. "
                     f"Largest shim costs on the calling thread (instructions per event, file:function): "
-                    f"{shim_breakdown(results)}: encoding a record writes its LEB128 varints one "
-                    f"byte at a time through bounds-checked slices. See the callgrind and timestamp "
-                    f"sections.")
+                    f"{shim_breakdown(results)}. See the callgrind and timestamp sections.")
     out.append({"id": "record_ns", "target": "recording (default settings) adds <= 20 ns per event on the one-thread workload",
                 "figure": figure, "met": met if per else None, "why": why})
 
@@ -211,10 +209,11 @@ def targets(results):
             f"(records {f.get('raw_bytes_per_event', 0):.2f} B/event before zstd, "
             f"compressed {f.get('raw_bytes_per_event', 0) / f['bytes_per_event']:.2f}x)"
             for g, f, lim in bad) +
-            ". Each record is a tag byte, a zigzag-varint time delta (TSC ticks since the thread's "
-            "previous record: 1-2 bytes, nearly random in its low bits), the size and a varint "
-            "pointer delta from the previous pointer (2-3 bytes, varying with where the "
-            "allocator placed the block); zstd level 1 finds few repeats in such bytes. ")
+            ". The records are already varint-packed (a tag, a time delta since the thread's "
+            "previous record, the arguments, a delta from the previous pointer) before zstd sees "
+            "them, and what is left of them is the low, nearly random bits of the time and "
+            "pointer deltas, in which zstd level 1 finds few repeats: it gains only the factor "
+            "shown. ")
         lv = results.get("zstd_levels") or {}
         base = fig(group(results, "single", "glibc"), "rec")
         if lv and base and base.get("bytes_per_event"):
@@ -365,19 +364,24 @@ def markdown(results):
       "which includes the recorder thread. Log B/event: log file size / events (before zstd in "
       "parentheses). Extra RSS: median max RSS minus bare's. The start-up row shows ms added per "
       "process instead.\n")
-    w("| workload | backend | TRACE=0 ns/ev | rec ns/ev (min-max) | rec CPU ns/ev | TIMING=all ns/ev | log B/ev (raw) | extra RSS KiB: TRACE=0 / rec |")
-    w("|---|---|---|---|---|---|---|---|")
+    w("rec - TRACE=0: recording's own cost, against the shim forwarding to the same allocator "
+      "(for jemalloc and mimalloc the bare baseline is Debian's build of a different version, "
+      "so this column isolates the shim better; a SHIM_TRACE=0 ratio below 1 there means the "
+      "built-in allocator is faster than Debian's, not that the shim is free).\n")
+    w("| workload | backend | TRACE=0 ns/ev | rec ns/ev (min-max) | rec - TRACE=0 ns/ev | rec CPU ns/ev | TIMING=all ns/ev | log B/ev (raw) | extra RSS KiB: TRACE=0 / rec |")
+    w("|---|---|---|---|---|---|---|---|---|")
     for g in full_groups(results):
         off, rec, al = fig(g, "off"), fig(g, "rec"), fig(g, "rec_all")
         if g["workload"] == "startup":
             w(f"| startup (ms/process) | {g['backend']} | {f1(off and off['added_wall_s'] * 1e3, 2)} | "
-              f"{f1(rec and rec['added_wall_s'] * 1e3, 2)} | {f1(rec and rec['added_cpu_s'] * 1e3, 2)} | "
+              f"{f1(rec and rec['added_wall_s'] * 1e3, 2)} | | {f1(rec and rec['added_cpu_s'] * 1e3, 2)} | "
               f"{f1(al and al['added_wall_s'] * 1e3, 2)} | | {f1(off and off['extra_rss_kb'], 0)} / "
               f"{f1(rec and rec['extra_rss_kb'], 0)} |")
             continue
         rng = f"({f1(rec.get('ns_per_event_min'))} to {f1(rec.get('ns_per_event_max'))})" if rec else ""
         w(f"| {g['workload']} | {g['backend']} | {f1(off and off.get('ns_per_event'))} | "
-          f"{f1(rec and rec.get('ns_per_event'))} {rng} | {f1(rec and rec.get('cpu_ns_per_event'))} | "
+          f"{f1(rec and rec.get('ns_per_event'))} {rng} | {f1(rec and rec.get('ns_per_event_over_off'))} | "
+          f"{f1(rec and rec.get('cpu_ns_per_event'))} | "
           f"{f1(al and al.get('ns_per_event'))} | {f1(rec and rec.get('bytes_per_event'), 2)} "
           f"({f1(rec and rec.get('raw_bytes_per_event'), 2)}) | {f1(off and off['extra_rss_kb'], 0)} / "
           f"{f1(rec and rec['extra_rss_kb'], 0)} |")
@@ -442,10 +446,10 @@ def markdown(results):
           f"stamped at {', '.join(f'{t:g}' for t in when)} ms after start.")
         if when and when[-1] < 100:
             w(" All of them at start-up, although the recorder drains several times faster than the "
-              "thread produces: the recorder spends ~20 ms calibrating its clock before it drains "
-              "anything, and a thread producing tens of millions of events per second fills the "
-              "pool's buffers (64 of 64 KiB) first. With the default SHIM_ON_FULL=block the thread "
-              "waits there instead.")
+              "thread produces: the recorder first calibrates its clock (a ~20 ms wait in "
+              "shim/src/recorder_thread.rs at the time of writing) and drains nothing meanwhile, and a "
+              "thread producing tens of millions of events per second fills the pool's buffers "
+              "first. With the default SHIM_ON_FULL=block the thread waits there instead.")
         w("")
 
     cg = results.get("callgrind") or {}
@@ -506,6 +510,18 @@ def markdown(results):
               f"{f1(rec and rec.get('ns_per_event'))} | {f1(al and al.get('ns_per_event'))} | "
               f"{f1(rec and rec.get('bytes_per_event'), 2)} |")
     w("")
+    cgd = results.get("callgrind_demo") or {}
+    if cgd.get("configs"):
+        c = cgd["configs"]
+        b = c.get("bare", {}).get("calling_thread")
+        w(f"Wall-clock figures on this workload (4 threads on 2 shared cores, a third of its calls "
+          f"zeroing or copying up to 64 KiB) are within the run-to-run noise here. Its instruction "
+          f"counts are not: under callgrind at {cgd['sizes'][0]} and {cgd['sizes'][1]} iterations per "
+          f"thread (all threads, marginal per event), bare glibc executes {b:.0f} instructions per "
+          f"event in the program's threads; SHIM_TRACE=0 adds "
+          f"{c['off']['calling_thread'] - b:.0f}, recording adds {c['rec']['calling_thread'] - b:.0f} on "
+          f"the program's threads plus {c['rec']['other_threads'] - c['off']['other_threads']:.0f} on the "
+          f"recorder thread.\n" if b and "off" in c and "rec" in c else "")
     if g_rec:
         w("Measured by `make bench`; the commands, for glibc:\n")
         w("```")
@@ -537,6 +553,15 @@ def markdown(results):
                     continue
                 w(f"{c:8} {g['commands'][c]}")
         w("```\n")
+    outl = [(g, o) for g in results["groups"] for o in g["figures"].get("outliers", [])]
+    if outl:
+        w("## Outliers\n")
+        w("Runs that took more than 10x their configuration's median (kept in the figures: the "
+          "medians absorb them, the min-max ranges show them):\n")
+        for g, o in outl:
+            w(f"- {g['workload']}/{g['backend']} ({g['set']} set) {o['config']}, round {o['round']}: "
+              f"{o['wall_s']:.2f} s wall, {o['cpu_s']:.2f} s CPU (median {o['median_wall_s']:.3f} s)")
+        w("")
     probs = [(g, p) for g in results["groups"] for p in g.get("problems", [])]
     if probs:
         w("## Problems seen during the bench\n")

@@ -65,7 +65,7 @@ class Workload:
     env: dict = field(default_factory=dict)
     scalable: bool = True          # the size knob scales the work (not so for gcc, /bin/true)
     expect: str = ""               # regex the program's output must match
-    calls_re: str = r"calls=(\d+)"  # the program's own count of malloc-family calls
+    calls_re: str = r"calls=(\d+)"  # the program's own count of malloc-family calls (groups summed)
 
 
 def workloads():
@@ -87,7 +87,7 @@ def workloads():
                  expect=r"realloc_aligned: calls=\d+ misaligned=0"),
         Workload("demo", "workloads/demo.c (make demo's workload), 4 threads x 100000 iterations", "micro",
                  lambda n: [b("demo"), "4", str(n)], 100_000, 20_000, 5_000,
-                 expect=r"demo: threads=4 .* errors=0", calls_re=""),
+                 expect=r"demo: threads=4 .* errors=0", calls_re=r"allocations=(\d+) .*frees=(\d+)"),
         Workload("python3", "python3 alloc_heavy.py, PYTHONMALLOC=malloc", "real",
                  lambda n: [py, script, str(n)], 1_500, 300, 20,
                  env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"},
@@ -155,4 +155,4 @@ def program_calls(w, output):
     if not w.calls_re:
         return None
     m = re.search(w.calls_re, output)
-    return int(m.group(1)) if m else None
+    return sum(int(x) for x in m.groups()) if m else None
