@@ -172,8 +172,9 @@ def targets(results):
                     f"exported function's argument rules, the recording checks a forwarding call still "
                     f"makes (forward-only flag, thread state) and the backend dispatch. Against a "
                     f"malloc/free pair of ~{2 * cg_bare['calling_thread']:.0f} instructions, 2% is ~"
-                    f"{0.04 * cg_bare['calling_thread']:.0f} instructions per pair: a bound an interposer with "
-                    f"an indirect call per event cannot meet on microbenchmarks. On the real programs, "
+                    f"{0.04 * cg_bare['calling_thread']:.0f} instructions per pair, less than an interposer's "
+                    f"extra call and return per event alone, so on a loop that does nothing but allocate "
+                    f"the bound is out of reach in instructions. On the real programs, "
                     f"where the allocator is a smaller part of the run: " +
                     ", ".join(f"{g['workload']}/{g['backend']} {fig(g, 'off')['ratio']:.3f}"
                               for g in full_groups(results)
