@@ -195,9 +195,7 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
             table::bytes(e.histogram_bytes as f64),
             m.threads.len()
         ));
-        n.push(format!(
-            "shimlog's own allocations use glibc's malloc and were all made before the replay started, so in the glibc column they share its heap; the glibc statistics (mallinfo2) include them"
-        ));
+        n.push("shimlog's own allocations use glibc's malloc and were all made before the replay started, so in the glibc column they share its heap; the glibc statistics (mallinfo2) include them".into());
         n.push(format!(
             "latencies include one clock read ({}), about {:.0} ns; they are rounded to 1% (2 significant digits)",
             e.clock, e.timer_cost_ns

@@ -290,7 +290,7 @@ pub fn build(
         }
         p.meta.last_ts_ns = p.meta.last_ts_ns.max(e.ts_ns);
         p.event(&e)?;
-        if p.meta.events % 65536 == 0 {
+        if p.meta.events.is_multiple_of(65536) {
             progress(events.bytes_read);
         }
     }
