@@ -1,7 +1,7 @@
 //! A thread's event buffer: records are encoded into it with plain stores, and the recorder
 //! thread compresses a full one into one frame. Nothing here locks or allocates.
 use crate::event::{Field, Op};
-use crate::format::TAG_TIMED;
+use crate::format::{PTR_SHIFT, TAG_PTR_BYTES, TAG_TIMED};
 use crate::varint;
 
 /// Bytes of records per buffer (one frame).
@@ -66,39 +66,110 @@ impl Buf {
         &self.data[..self.len as usize]
     }
 
-    /// Appends one record. The caller has checked [`Buf::has_room`].
+    /// Appends one record. The caller has checked [`Buf::has_room`]. `ticks` and
+    /// `backend_ticks` are in the log's units (the header's ticks_per_sec).
     #[inline(always)]
     pub fn push(&mut self, op: Op, ticks: u64, a: &Args, backend_ticks: Option<u64>) {
-        let mut pos = self.len as usize;
+        // The two records that make up nearly every log get straight-line code (`op` is a
+        // constant wherever this is inlined, so the choice costs nothing).
+        match op {
+            Op::Malloc => return self.push_one(op, ticks, Some(a.size), a.ptr, backend_ticks),
+            Op::Free => return self.push_one(op, ticks, None, a.ptr, backend_ticks),
+            _ => {}
+        }
         if self.n == 0 {
             self.first_ticks = ticks;
             self.last_ticks = ticks;
         }
-        let out = &mut self.data[pos..pos + MAX_RECORD];
-        out[0] = op as u8 | if backend_ticks.is_some() { TAG_TIMED } else { 0 };
-        let mut i = 1;
-        let dt = ticks.wrapping_sub(self.last_ticks) as i64;
-        i += varint::put(&mut out[i..], varint::zigzag(dt));
-        for f in op.layout() {
-            let v = match f {
-                Field::Size => a.size,
-                Field::Count => a.count,
-                Field::Align => a.align,
-                Field::Value | Field::Tid => a.value,
-                Field::Old | Field::Ptr => {
-                    let p = if *f == Field::Old { a.old } else { a.ptr };
-                    let d = varint::zigzag(p.wrapping_sub(self.prev_ptr) as i64);
-                    self.prev_ptr = p;
-                    d
-                }
+        // Pointer deltas first: when all are multiples of 8 (always, for pointers the
+        // allocators hand out) they are stored divided by 8.
+        let layout = op.layout();
+        let mut prev = self.prev_ptr;
+        let mut odd = 0u64;
+        for f in layout {
+            let p = match f {
+                Field::Old => a.old,
+                Field::Ptr => a.ptr,
+                _ => continue,
             };
-            i += varint::put(&mut out[i..], v);
+            odd |= p.wrapping_sub(prev);
+            prev = p;
         }
-        if let Some(t) = backend_ticks {
-            i += varint::put(&mut out[i..], t);
+        let shift = if odd & 7 == 0 { PTR_SHIFT } else { 0 };
+        let mut tag = op as u8;
+        if backend_ticks.is_some() {
+            tag |= TAG_TIMED;
         }
-        pos += i;
-        self.len = pos as u32;
+        if shift == 0 {
+            tag |= TAG_PTR_BYTES;
+        }
+        // SAFETY: has_room() left MAX_RECORD bytes after `len`; each varint is at most
+        // varint::MAX_LEN bytes and a record at most MAX_RECORD.
+        unsafe {
+            let start = self.data.as_mut_ptr().add(self.len as usize);
+            *start = tag;
+            let mut w = start.add(1);
+            w = varint::put_raw(w, varint::zigzag(ticks.wrapping_sub(self.last_ticks) as i64));
+            for f in layout {
+                let v = match f {
+                    Field::Size => a.size,
+                    Field::Count => a.count,
+                    Field::Align => a.align,
+                    Field::Value | Field::Tid => a.value,
+                    Field::Old | Field::Ptr => {
+                        let p = if *f == Field::Old { a.old } else { a.ptr };
+                        let d = (p.wrapping_sub(self.prev_ptr) as i64) >> shift;
+                        self.prev_ptr = p;
+                        varint::zigzag(d)
+                    }
+                };
+                w = varint::put_raw(w, v);
+            }
+            if let Some(t) = backend_ticks {
+                w = varint::put_raw(w, t);
+            }
+            self.len += w.offset_from(start) as u32;
+        }
+        self.n += 1;
+        self.last_ticks = ticks;
+    }
+}
+
+impl Buf {
+    /// A record whose fields are an optional size and one pointer (malloc, free); the same
+    /// bytes as [`Buf::push`] writes for them.
+    #[inline(always)]
+    fn push_one(&mut self, op: Op, ticks: u64, size: Option<u64>, ptr: u64, backend_ticks: Option<u64>) {
+        if self.n == 0 {
+            self.first_ticks = ticks;
+            self.last_ticks = ticks;
+        }
+        let d = ptr.wrapping_sub(self.prev_ptr);
+        self.prev_ptr = ptr;
+        let mut tag = op as u8;
+        let d = if d & 7 == 0 {
+            (d as i64) >> PTR_SHIFT
+        } else {
+            tag |= TAG_PTR_BYTES;
+            d as i64
+        };
+        if backend_ticks.is_some() {
+            tag |= TAG_TIMED;
+        }
+        // SAFETY: as in push().
+        unsafe {
+            let start = self.data.as_mut_ptr().add(self.len as usize);
+            *start = tag;
+            let mut w = varint::put_raw(start.add(1), varint::zigzag(ticks.wrapping_sub(self.last_ticks) as i64));
+            if let Some(sz) = size {
+                w = varint::put_raw(w, sz);
+            }
+            w = varint::put_raw(w, varint::zigzag(d));
+            if let Some(t) = backend_ticks {
+                w = varint::put_raw(w, t);
+            }
+            self.len += w.offset_from(start) as u32;
+        }
         self.n += 1;
         self.last_ticks = ticks;
     }
@@ -177,11 +248,12 @@ impl DecodeState {
         let dt = varint::get(d, &mut self.pos).ok_or(at)?;
         let ticks = self.last_ticks.wrapping_add(varint::unzigzag(dt) as u64);
         let mut a = RawArgs::default();
+        let shift = if tag & TAG_PTR_BYTES != 0 { 0 } else { PTR_SHIFT };
         // One arm per op with its layout a constant, so that the field loop unrolls into
         // straight-line code (a loop over a runtime layout costs an indirect jump per field).
         macro_rules! by_op {
             ($($o:ident),*) => {
-                match op { $(Op::$o => self.fields(d, Op::$o.layout(), &mut a),)* }
+                match op { $(Op::$o => self.fields(d, Op::$o.layout(), &mut a, shift),)* }
             };
         }
         let ok = by_op!(
@@ -201,7 +273,7 @@ impl DecodeState {
     }
 
     #[inline(always)]
-    fn fields(&mut self, d: &[u8], layout: &[Field], a: &mut RawArgs) -> bool {
+    fn fields(&mut self, d: &[u8], layout: &[Field], a: &mut RawArgs, shift: u32) -> bool {
         for f in layout {
             let Some(v) = varint::get(d, &mut self.pos) else {
                 return false;
@@ -212,7 +284,7 @@ impl DecodeState {
                 Field::Align => a.align = v,
                 Field::Value | Field::Tid => a.value = v,
                 Field::Old | Field::Ptr => {
-                    let p = self.prev_ptr.wrapping_add(varint::unzigzag(v) as u64);
+                    let p = self.prev_ptr.wrapping_add((varint::unzigzag(v) << shift) as u64);
                     self.prev_ptr = p;
                     if *f == Field::Old { a.old = p } else { a.ptr = p }
                 }
@@ -257,7 +329,12 @@ mod tests {
                         Field::Value | Field::Tid => r.value = value,
                     }
                 }
-                want.push(RawRecord { op, ticks: t, args: r, backend_ticks: bt });
+                want.push(RawRecord {
+                    op,
+                    ticks: t,
+                    args: r,
+                    backend_ticks: bt,
+                });
             }
             let mut d = Decoder::new(b.records(), b.first_ticks);
             let mut got = Vec::new();

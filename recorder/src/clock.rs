@@ -109,3 +109,9 @@ pub fn rate(a: Pair, b: Pair) -> f64 {
     }
     b.ticks.wrapping_sub(a.ticks) as f64 * 1e9 / dt as f64
 }
+
+/// Raw clock ticks in the log's units (see [`crate::format::TICK_SHIFT`]).
+#[inline(always)]
+pub fn to_log(ticks: u64) -> u64 {
+    ticks >> crate::format::TICK_SHIFT
+}

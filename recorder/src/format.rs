@@ -21,7 +21,15 @@ pub const MAX_HEADER_LEN: u32 = 1 << 20;
 
 /// Tag byte: low 6 bits are the [`crate::Op`], this bit says a backend time follows.
 pub const TAG_TIMED: u8 = 0x40;
+/// Tag bit: the record's pointer deltas are stored in bytes, not in units of 8.
+pub const TAG_PTR_BYTES: u8 = 0x80;
 pub const TAG_OP_MASK: u8 = 0x3f;
+/// Pointer deltas that are multiples of 8 are stored divided by 8.
+pub const PTR_SHIFT: u32 = 3;
+/// The shim's log ticks are clock ticks divided by 2^TICK_SHIFT (16 TSC ticks: about 6 ns
+/// at 2.6 GHz), which drops the low bits of every time delta, the least compressible part
+/// of a record. Readers need not know: the header's ticks_per_sec is in log ticks.
+pub const TICK_SHIFT: u32 = 4;
 
 /// The process described by a log, written once at its start.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -26,6 +26,40 @@ pub fn put(out: &mut [u8], mut v: u64) -> usize {
     i + 1
 }
 
+/// Writes `v` at `dst` without bounds checks and returns the byte after it. One and two
+/// byte values (most time deltas, sizes and pointer deltas) take no loop.
+///
+/// # Safety
+/// `dst` must be valid for [`MAX_LEN`] bytes of writes.
+#[inline(always)]
+pub unsafe fn put_raw(dst: *mut u8, v: u64) -> *mut u8 {
+    unsafe {
+        if v < 0x80 {
+            *dst = v as u8;
+            return dst.add(1);
+        }
+        if v < 0x4000 {
+            *dst = (v as u8) | 0x80;
+            *dst.add(1) = (v >> 7) as u8;
+            return dst.add(2);
+        }
+        put_long(dst, v)
+    }
+}
+
+#[inline(never)]
+unsafe fn put_long(mut dst: *mut u8, mut v: u64) -> *mut u8 {
+    unsafe {
+        while v >= 0x80 {
+            *dst = (v as u8) | 0x80;
+            dst = dst.add(1);
+            v >>= 7;
+        }
+        *dst = v as u8;
+        dst.add(1)
+    }
+}
+
 /// Reads a varint from `inp[*pos..]`, advancing `pos`. None when cut off or over-long.
 #[inline(always)]
 pub fn get(inp: &[u8], pos: &mut usize) -> Option<u64> {

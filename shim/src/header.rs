@@ -1,5 +1,6 @@
 //! The log header: what process this is, with which backend and clock.
 use crate::lifecycle::{self, Globals};
+use recorder::format::TICK_SHIFT;
 use recorder::{clock, Header};
 
 /// The header for `g`'s log; `tps` is 0 until the recorder has calibrated the clock.
@@ -27,8 +28,9 @@ pub fn build(g: &Globals, tps: f64) -> Header {
         start_unix_ns: g.start_unix_ns,
         start_mono_ns: g.p0.mono_ns,
         clock: clock::source().to_string(),
-        ticks_per_sec: tps,
-        ref_ticks: g.p0.ticks,
+        // The log counts in units of 2^TICK_SHIFT clock ticks.
+        ticks_per_sec: tps / (1u64 << TICK_SHIFT) as f64,
+        ref_ticks: g.p0.ticks >> TICK_SHIFT,
         timing: g.timing.describe(),
         on_full: match g.on_full {
             crate::config::OnFull::Block => "block".into(),

@@ -77,10 +77,12 @@ fn marked_slow(st: &ThreadState) -> bool {
 #[inline(always)]
 fn finish(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
     let b = unsafe { &mut *st.buf };
-    if !b.has_room() || (b.n != 0 && ts.wrapping_sub(b.first_ticks) > lifecycle::flush_ticks()) {
+    let ts = clock::to_log(ts);
+    let age = ts.wrapping_sub(b.first_ticks);
+    if !b.has_room() || (b.n != 0 && age > lifecycle::flush_ticks()) {
         st.swap_buffer();
     }
-    unsafe { (*st.buf).push(op, ts, a, bt) };
+    unsafe { (*st.buf).push(op, ts, a, bt.map(clock::to_log)) };
 }
 
 /// The thread's state when it records, or None to take the slow path.

@@ -59,8 +59,9 @@ pub static RECORDER_DONE: AtomicBool = AtomicBool::new(false);
 pub static CUT_TICKS: AtomicU64 = AtomicU64::new(0);
 /// Calls served but not recorded (after thread exit or the final flush).
 pub static UNTRACED: AtomicU64 = AtomicU64::new(0);
-/// A thread's partial buffer is handed over once its first record is this many ticks old.
-pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 31);
+/// A thread's partial buffer is handed over once its first record is this many log ticks
+/// old (one second; a guess until the recorder has calibrated).
+pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 27);
 /// Ticks per second (f64 bits), known once the recorder has calibrated.
 pub static TPS_BITS: AtomicU64 = AtomicU64::new(0);
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);

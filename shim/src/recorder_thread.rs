@@ -6,6 +6,7 @@ use crate::thread::REGISTRY;
 use crate::tls;
 use core::sync::atomic::Ordering::*;
 use recorder::buffer::{Args, Buf};
+use recorder::format::TICK_SHIFT;
 use recorder::writer::LogWriter;
 use recorder::{clock, Op};
 
@@ -73,7 +74,7 @@ impl Rec {
         if !self.own.has_room() {
             self.flush_own();
         }
-        self.own.push(op, ticks, &Args { value, ..Args::default() }, None);
+        self.own.push(op, clock::to_log(ticks), &Args { value, ..Args::default() }, None);
     }
     fn flush_own(&mut self) {
         if !self.own.is_empty() {
@@ -109,7 +110,8 @@ fn run() {
         lifecycle::TPS_BITS.store(r.to_bits(), Relaxed);
         r
     };
-    lifecycle::FLUSH_TICKS.store(tps as u64, Relaxed);
+    // One second, in the log's ticks (what buffers' first_ticks count in).
+    lifecycle::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
     let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
     rec.w.note_header(g.header_reserved);
     if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
@@ -162,7 +164,7 @@ fn run() {
     if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
         rec.note(Op::Rss, now, rss);
     }
-    rec.note(Op::End, now, lifecycle::CUT_TICKS.load(Relaxed));
+    rec.note(Op::End, now, clock::to_log(lifecycle::CUT_TICKS.load(Relaxed)));
     rec.flush_own();
 }
 
@@ -202,7 +204,7 @@ fn take_idle_buffers(now: u64, age: u64) {
     REGISTRY.for_each_locked(|st| {
         let b = unsafe { &*st.buf };
         let (n, first) = unsafe { (core::ptr::read_volatile(&b.n), core::ptr::read_volatile(&b.first_ticks)) };
-        if n > st.meta && now.wrapping_sub(first) > age && !st.closed.load(Acquire) && st.in_call.load(Relaxed) == 0
+        if n > st.meta && (now >> TICK_SHIFT).wrapping_sub(first) > age >> TICK_SHIFT && !st.closed.load(Acquire) && st.in_call.load(Relaxed) == 0
             && st.halt.compare_exchange(RUN, TAKE, SeqCst, Relaxed).is_ok()
         {
             marked += 1;

@@ -170,7 +170,7 @@ impl ThreadState {
     /// Writes the ThreadStart record that opens this thread's stream.
     pub fn start_stream(&mut self) {
         let a = Args { value: self.tid as u64, ..Args::default() };
-        unsafe { (*self.buf).push(Op::ThreadStart, clock::now(), &a, None) };
+        unsafe { (*self.buf).push(Op::ThreadStart, clock::to_log(clock::now()), &a, None) };
         self.meta += 1;
     }
 
@@ -211,7 +211,7 @@ impl ThreadState {
                     self.start_stream();
                 }
                 let a = Args { value: self.dropped, ..Args::default() };
-                (*full).push(Op::Dropped, clock::now(), &a, None);
+                (*full).push(Op::Dropped, clock::to_log(clock::now()), &a, None);
                 self.meta += 1;
                 self.dropped_noted = true;
             },
@@ -267,7 +267,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
         if !unsafe { (*s.buf).has_room() } {
             s.swap_buffer();
         }
-        unsafe { (*s.buf).push(Op::ThreadExit, clock::now(), &Args::default(), None) };
+        unsafe { (*s.buf).push(Op::ThreadExit, clock::to_log(clock::now()), &Args::default(), None) };
         crate::hot::leave(s);
         s.close();
     } else {
