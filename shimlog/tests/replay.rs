@@ -13,8 +13,11 @@ use wait_timeout::ChildExt;
 
 /// Builds a log call by call; every call gets a later time than the one before, so the merged
 /// order of the log is the order of the calls here.
+/// One thread's tid and its records (ticks, op, arguments).
+type ThreadRecords = (u32, Vec<(u64, Op, Args)>);
+
 struct LogBuilder {
-    threads: Vec<(u32, Vec<(u64, Op, Args)>)>,
+    threads: Vec<ThreadRecords>,
     t: u64,
 }
 

@@ -767,7 +767,7 @@ mod sim {
             let mut next = 0x10_0000u64;
             let mut calls = Vec::new();
             let mut fresh = |freed: &mut Vec<u64>, pick: u16| {
-                if pick % 3 == 0 && !freed.is_empty() {
+                if pick.is_multiple_of(3) && !freed.is_empty() {
                     freed.swap_remove(pick as usize % freed.len())
                 } else {
                     next += 0x1000;
@@ -784,7 +784,7 @@ mod sim {
                     2 if !live.is_empty() => {
                         let i = pick as usize % live.len();
                         let old = live[i];
-                        let new = if pick % 2 == 0 { old } else { fresh(&mut freed, pick / 2) };
+                        let new = if pick.is_multiple_of(2) { old } else { fresh(&mut freed, pick / 2) };
                         if new != old {
                             freed.push(old);
                         }
