@@ -9,6 +9,7 @@
 //! `valloc`, `pvalloc` and `reallocarray` are applied by the caller on top of them.
 
 mod glibc;
+pub mod introspect;
 mod jemalloc;
 mod mimalloc;
 pub mod stats;

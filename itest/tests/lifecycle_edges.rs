@@ -60,3 +60,19 @@ fn a_slow_call_is_timed_even_when_timing_is_off() {
         .count();
     assert_eq!(timed_small, 0, "SHIM_TIMING=none timed fast calls");
 }
+
+#[test]
+fn heap_introspection_is_answered_by_the_backend_in_use() {
+    let want = 256u64 * 64 * 1024;
+    for backend in BACKENDS {
+        let t = run_traced(backend, || command(cprog("introspect")));
+        t.out.assert_success(&format!("introspect under {backend}"));
+        let j = t.out.json();
+        let in_use = j["in_use"].as_u64().unwrap();
+        // glibc serves 64 KiB blocks from its heap (uordblks counts them); jemalloc counts
+        // allocated bytes, mimalloc committed ones: all at least what is live.
+        assert!(in_use >= want, "{backend}: mallinfo2 says {in_use} bytes in use, {want} are live");
+        assert!(j["mallinfo_in_use"].as_i64().unwrap() as u64 >= want, "{backend}: mallinfo: {j}");
+        assert_eq!(j["trim"], 1, "{backend}: malloc_trim: {j}");
+    }
+}

@@ -257,3 +257,85 @@ mod variadic_exec {
     trampoline!(execlp, shim_execlp);
     trampoline!(execle, shim_execle);
 }
+
+// Heap introspection: answered by the backend in use (glibc's own functions otherwise
+// describe glibc's heap, empty when another backend serves the program).
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
+    crate::lifecycle::ensure_init_untraced();
+    match be::introspect::heap_info(be::selected()) {
+        Some(h) => {
+            let mut m: libc::mallinfo2 = unsafe { core::mem::zeroed() };
+            m.arena = h.arena;
+            m.uordblks = h.in_use;
+            m.fordblks = h.free;
+            m.keepcost = h.releasable;
+            m
+        }
+        None => {
+            static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let f = real(&REAL, c"mallinfo2");
+            if f == 0 {
+                return unsafe { core::mem::zeroed() };
+            }
+            let f: unsafe extern "C" fn() -> libc::mallinfo2 = unsafe { core::mem::transmute(f) };
+            unsafe { f() }
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
+    crate::lifecycle::ensure_init_untraced();
+    match be::introspect::heap_info(be::selected()) {
+        Some(h) => {
+            let c = |v: usize| v.min(i32::MAX as usize) as i32;
+            let mut m: libc::mallinfo = unsafe { core::mem::zeroed() };
+            m.arena = c(h.arena);
+            m.uordblks = c(h.in_use);
+            m.fordblks = c(h.free);
+            m.keepcost = c(h.releasable);
+            m
+        }
+        None => {
+            static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let f = real(&REAL, c"mallinfo");
+            if f == 0 {
+                return unsafe { core::mem::zeroed() };
+            }
+            let f: unsafe extern "C" fn() -> libc::mallinfo = unsafe { core::mem::transmute(f) };
+            unsafe { f() }
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
+    crate::lifecycle::ensure_init_untraced();
+    match be::introspect::trim(be::selected()) {
+        Some(done) => done as i32,
+        None => {
+            static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let f = real(&REAL, c"malloc_trim");
+            if f == 0 {
+                return 0;
+            }
+            let f: unsafe extern "C" fn(usize) -> i32 = unsafe { core::mem::transmute(f) };
+            unsafe { f(pad) }
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_stats() {
+    crate::lifecycle::ensure_init_untraced();
+    if !be::introspect::print_stats(be::selected()) {
+        static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        let f = real(&REAL, c"malloc_stats");
+        if f != 0 {
+            let f: unsafe extern "C" fn() = unsafe { core::mem::transmute(f) };
+            unsafe { f() }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! glibc's heap-introspection calls (mallinfo, mallinfo2, malloc_trim, malloc_stats),
+//! answered by the backend that really serves the program: with jemalloc or mimalloc,
+//! glibc's own answers would describe a heap nobody uses.
+use crate::Backend;
+use core::ffi::c_void;
+
+/// mallinfo2's fields that a backend can fill: total mapped (`arena`), in use
+/// (`uordblks`), free but held (`fordblks`), releasable (`keepcost`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeapInfo {
+    pub arena: usize,
+    pub in_use: usize,
+    pub free: usize,
+    pub releasable: usize,
+}
+
+/// None for glibc: the caller forwards to glibc's own function.
+pub fn heap_info(b: Backend) -> Option<HeapInfo> {
+    match b {
+        Backend::Glibc => None,
+        Backend::Jemalloc => {
+            let s = |k| crate::jemalloc::stat(k).unwrap_or(0) as usize;
+            let (allocated, active, mapped, retained) =
+                (s(c"stats.allocated"), s(c"stats.active"), s(c"stats.mapped"), s(c"stats.retained"));
+            Some(HeapInfo {
+                arena: mapped,
+                in_use: allocated,
+                free: active.saturating_sub(allocated),
+                releasable: retained,
+            })
+        }
+        Backend::Mimalloc => {
+            let (mut el, mut ut, mut st, mut rss, mut prss, mut cc, mut pc, mut pf) =
+                (0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
+            unsafe {
+                libmimalloc_sys::mi_process_info(
+                    &mut el, &mut ut, &mut st, &mut rss, &mut prss, &mut cc, &mut pc, &mut pf,
+                );
+            }
+            Some(HeapInfo { arena: cc, in_use: cc, free: 0, releasable: 0 })
+        }
+    }
+}
+
+/// Returns free memory to the system; None for glibc (forward). Some(true) if it tried.
+pub fn trim(b: Backend) -> Option<bool> {
+    match b {
+        Backend::Glibc => None,
+        Backend::Jemalloc => {
+            // MALLCTL_ARENAS_ALL is 4096 in jemalloc 5.
+            let rc = unsafe {
+                tikv_jemalloc_sys::mallctl(
+                    c"arena.4096.purge".as_ptr(),
+                    core::ptr::null_mut(),
+                    core::ptr::null_mut(),
+                    core::ptr::null_mut(),
+                    0,
+                )
+            };
+            Some(rc == 0)
+        }
+        Backend::Mimalloc => {
+            unsafe { libmimalloc_sys::mi_collect(true) };
+            Some(true)
+        }
+    }
+}
+
+/// Prints the backend's statistics on stderr; false for glibc (forward).
+pub fn print_stats(b: Backend) -> bool {
+    match b {
+        Backend::Glibc => false,
+        Backend::Jemalloc => {
+            unsafe { tikv_jemalloc_sys::malloc_stats_print(None, core::ptr::null_mut(), core::ptr::null()) };
+            true
+        }
+        Backend::Mimalloc => {
+            unsafe { libmimalloc_sys::mi_stats_print(core::ptr::null_mut::<c_void>()) };
+            true
+        }
+    }
+}
