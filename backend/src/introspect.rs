@@ -30,13 +30,7 @@ pub fn heap_info(b: Backend) -> Option<HeapInfo> {
             })
         }
         Backend::Mimalloc => {
-            let (mut el, mut ut, mut st, mut rss, mut prss, mut cc, mut pc, mut pf) =
-                (0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
-            unsafe {
-                libmimalloc_sys::mi_process_info(
-                    &mut el, &mut ut, &mut st, &mut rss, &mut prss, &mut cc, &mut pc, &mut pf,
-                );
-            }
+            let (cc, _, _) = crate::mimalloc::process_info();
             Some(HeapInfo { arena: cc, in_use: cc, free: 0, releasable: 0 })
         }
     }

@@ -40,3 +40,13 @@ pub(crate) fn version() -> String {
         format!("{}.{}.{}", v / 100, (v / 10) % 10, v % 10)
     }
 }
+
+/// mimalloc's process counters: (current commit, peak commit, page faults).
+pub(crate) fn process_info() -> (usize, usize, usize) {
+    let (mut el, mut ut, mut st, mut rss, mut prss, mut cc, mut pc, mut pf) =
+        (0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
+    unsafe {
+        mi::mi_process_info(&mut el, &mut ut, &mut st, &mut rss, &mut prss, &mut cc, &mut pc, &mut pf);
+    }
+    (cc, pc, pf)
+}

@@ -21,13 +21,7 @@ pub fn allocator_stats(b: Backend) -> Vec<(&'static str, u64)> {
             v
         }
         Backend::Mimalloc => {
-            let (mut el, mut ut, mut st, mut rss, mut prss, mut cc, mut pc, mut pf) =
-                (0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize, 0usize);
-            unsafe {
-                libmimalloc_sys::mi_process_info(
-                    &mut el, &mut ut, &mut st, &mut rss, &mut prss, &mut cc, &mut pc, &mut pf,
-                );
-            }
+            let (cc, pc, pf) = crate::mimalloc::process_info();
             vec![
                 ("current_commit", cc as u64),
                 ("peak_commit", pc as u64),
