@@ -76,3 +76,22 @@ fn heap_introspection_is_answered_by_the_backend_in_use() {
         assert_eq!(j["trim"], 1, "{backend}: malloc_trim: {j}");
     }
 }
+
+#[test]
+fn a_non_pie_executable_is_not_taken_for_one_with_its_own_malloc() {
+    // A non-PIE executable's undefined malloc has its PLT stub's address, which is what
+    // dlsym returns: it must not be reported as a malloc of its own. Debian's python3.11
+    // is such an executable; build one when it is not there.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("nopie");
+    let src = dir.path().join("nopie.c");
+    std::fs::write(&src, "#include <stdlib.h>\n#include <stdio.h>\nint main(void){char *volatile p = malloc(10); puts(p ? \"ok\" : \"no\"); free(p); return 0;}\n").unwrap();
+    let st = std::process::Command::new("cc").args(["-O1", "-no-pie", "-fno-pie", "-o"]).arg(&exe).arg(&src).status().unwrap();
+    assert!(st.success(), "cc -no-pie failed");
+    let t = run_traced("glibc", || command(&exe));
+    t.out.assert_success("nopie");
+    assert_eq!(t.out.stdout_str().trim(), "ok");
+    assert!(!t.out.stderr.contains("own malloc"), "false alarm on a non-PIE executable: {}", t.out.stderr);
+    let a = analyze(&t.only_log(), |_| true);
+    assert!(a.count("malloc") >= 1, "the non-PIE program's malloc was not recorded");
+}

@@ -226,8 +226,20 @@ fn open_log(pattern: Option<&str>) -> Option<(i32, String)> {
 
 /// True when the first `malloc` in the lookup order is not ours (the executable, or a
 /// library preloaded before us, defines one). Compared by defining object, not address:
-/// taking our own `malloc`'s address goes through the GOT and yields the interposer's.
+/// taking our own `malloc`'s address goes through the GOT and yields the interposer's. A
+/// non-PIE executable's undefined `malloc` has the address of its PLT stub, which is what
+/// dlsym returns there: the symbol entry's section index tells a definition from that.
 fn malloc_defined_before_us() -> bool {
+    #[repr(C)]
+    struct ElfSym {
+        name: u32,
+        info: u8,
+        other: u8,
+        shndx: u16,
+        value: u64,
+        size: u64,
+    }
+    const RTLD_DL_SYMENT: libc::c_int = 1;
     unsafe {
         let found = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
         if found.is_null() {
@@ -235,8 +247,15 @@ fn malloc_defined_before_us() -> bool {
         }
         let mut a: libc::Dl_info = core::mem::zeroed();
         let mut b: libc::Dl_info = core::mem::zeroed();
+        let mut sym: *const ElfSym = core::ptr::null();
         let here = malloc_defined_before_us as *const libc::c_void;
-        libc::dladdr(found, &mut a) != 0 && libc::dladdr(here, &mut b) != 0 && a.dli_fbase != b.dli_fbase
+        if libc::dladdr1(found, &mut a, &mut sym as *mut _ as *mut *mut libc::c_void, RTLD_DL_SYMENT) == 0
+            || libc::dladdr(here, &mut b) == 0
+        {
+            return false;
+        }
+        let defined = !sym.is_null() && (*sym).shndx != 0 && a.dli_saddr == found;
+        defined && a.dli_fbase != b.dli_fbase
     }
 }
 
