@@ -224,7 +224,7 @@ fn human_report_has_every_section_with_units() {
         "cross-thread frees: 71",
         "free bursts (>= 64 frees, no allocation between): 1, 70 frees; longest 70 frees on tid 12",
         "Memory over time",
-        "peak live 3.44 KiB in 66 blocks at 0.005 s",
+        "peak live 3.44 KiB in 66 blocks at 5.00 ms",
         "Time inside the allocator (4 timed calls)",
         "5.00 ms",
     ] {

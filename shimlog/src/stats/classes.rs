@@ -11,8 +11,9 @@ use shim_backend::Backend;
 
 pub const NB: usize = Backend::ALL.len();
 
-/// A size whose classes have not been asked for yet.
+/// A size whose classes have not been asked for yet (or, in `small`, not seen yet).
 const UNKNOWN: u32 = u32::MAX;
+const SMALL: usize = 4096;
 
 /// One backend's classes, in the order they were first met.
 #[derive(Default)]
@@ -36,6 +37,8 @@ impl ClassList {
 /// Shared by every log of one run, so that ids mean the same size in every section.
 #[derive(Default)]
 pub struct SizeTable {
+    /// Ids of sizes below SMALL by size; `ids` for the rest.
+    small: Vec<u32>,
     ids: FxHashMap<u64, u32>,
     /// The size of each id.
     pub sizes: Vec<u64>,
@@ -53,10 +56,15 @@ pub struct SizeClasses {
 }
 
 impl SizeTable {
-    /// The id of `size`, interning it on first sight.
+    /// The id of `size`, interning it on first sight. Small sizes, the common ones, are
+    /// looked up by index.
     #[inline(always)]
     pub fn id(&mut self, size: u64) -> u32 {
-        if let Some(&i) = self.ids.get(&size) {
+        if let Some(&i) = self.small.get(size as usize) {
+            if i != UNKNOWN {
+                return i;
+            }
+        } else if let Some(&i) = self.ids.get(&size) {
             return i;
         }
         self.new_id(size)
@@ -64,11 +72,19 @@ impl SizeTable {
 
     #[cold]
     fn new_id(&mut self, size: u64) -> u32 {
+        if self.small.is_empty() {
+            self.small = vec![UNKNOWN; SMALL];
+        }
         let i = self.sizes.len() as u32;
         self.sizes.push(size);
         self.class_of.push([UNKNOWN; NB]);
         self.slop_of.push([0; NB]);
-        self.ids.insert(size, i);
+        match self.small.get_mut(size as usize) {
+            Some(s) => *s = i,
+            None => {
+                self.ids.insert(size, i);
+            }
+        }
         i
     }
 

@@ -53,9 +53,11 @@ impl Progress {
 }
 
 /// How a log read: its issues (index and decode) and whether it ended cleanly.
-pub fn read_report(r: &LogReader, decode_issues: &[recorder::ReadIssue], clean_end: bool) -> ReadReport {
+pub fn read_report(r: &LogReader, ev: &recorder::reader::Events<'_>) -> ReadReport {
+    let (decode_issues, clean_end) = (&ev.issues, ev.clean_end);
     ReadReport {
         clean_end,
+        calls_after_cut: ev.after_cut,
         frames: r.frames.len() as u64,
         compressed_bytes: r.compressed_bytes(),
         file_bytes: r.file_len,
@@ -68,34 +70,42 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> 
     let mut ev = r.events();
     let mut n: u64 = 0;
     // Events are read AHEAD of the one analysed, so that the live-table slot each will
-    // touch is already on its way to the cache when its turn comes.
+    // touch is already on its way to the cache when its turn comes. The slot just analysed
+    // takes the next event read.
     let mut ring = [Event::default(); AHEAD];
-    let (mut head, mut len) = (0usize, 0usize);
-    loop {
-        while len < AHEAD {
-            match ev.next() {
-                Some(e) => {
-                    a.prefetch(&e);
-                    ring[(head + len) % AHEAD] = e;
-                    len += 1;
-                }
-                None => break,
+    let mut len = 0usize;
+    while len < AHEAD {
+        match ev.next() {
+            Some(e) => {
+                a.prefetch(&e);
+                ring[len] = e;
+                len += 1;
             }
+            None => break,
         }
-        if len == 0 {
-            break;
-        }
-        let e = ring[head];
-        head = (head + 1) % AHEAD;
-        len -= 1;
-        a.feed(&e, t, &mut Alone);
+    }
+    let mut head = 0usize;
+    let mut ended = len < AHEAD;
+    while len > 0 {
+        a.feed(&ring[head], t, &mut Alone);
         n += 1;
         if n % PROGRESS_EVERY == 0 {
             p.set(ev.bytes_read, n);
         }
+        if !ended {
+            if let Some(e) = ev.next() {
+                a.prefetch(&e);
+                ring[head] = e;
+                head = (head + 1) % AHEAD;
+                continue;
+            }
+            ended = true;
+        }
+        head = (head + 1) % AHEAD;
+        len -= 1;
     }
     a.finish();
-    read_report(r, &ev.issues, ev.clean_end)
+    read_report(r, &ev)
 }
 
 /// Several logs read together in one time order. `offsets[i]`: where log i's time 0 lies on
@@ -134,5 +144,5 @@ pub fn many(
         a.finish();
     }
     tr.finish();
-    rs.iter().zip(&evs).map(|(r, e)| read_report(r, &e.issues, e.clean_end)).collect()
+    rs.iter().zip(&evs).map(|(r, e)| read_report(r, e)).collect()
 }

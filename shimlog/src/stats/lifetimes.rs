@@ -46,8 +46,6 @@ pub const TOP: usize = 20;
 pub struct Lifetimes {
     ns: Histogram<u64>,
     between: Histogram<u64>,
-    lt_buckets: [u64; NLT],
-    bt_buckets: [u64; NBT],
     freed: u64,
     within_1us: u64,
     within_1ms: u64,
@@ -59,8 +57,6 @@ impl Default for Lifetimes {
             // Two significant digits keep the counters small enough to stay in cache.
             ns: Histogram::new(2).expect("histogram"),
             between: Histogram::new(2).expect("histogram"),
-            lt_buckets: [0; NLT],
-            bt_buckets: [0; NBT],
             freed: 0,
             within_1us: 0,
             within_1ms: 0,
@@ -68,7 +64,6 @@ impl Default for Lifetimes {
     }
 }
 
-#[inline(always)]
 fn between_bucket(n: u64) -> usize {
     if n < EXACT {
         n as usize
@@ -93,8 +88,6 @@ impl Lifetimes {
         self.freed += 1;
         self.within_1us += (ns < 1_000) as u64;
         self.within_1ms += (ns < 1_000_000) as u64;
-        self.lt_buckets[LT_BOUNDS.partition_point(|&b| b <= ns)] += 1;
-        self.bt_buckets[between_bucket(between)] += 1;
         let _ = self.ns.record(ns);
         let _ = self.between.record(between);
     }
@@ -102,12 +95,6 @@ impl Lifetimes {
     pub fn merge(&mut self, o: &Lifetimes) {
         let _ = self.ns.add(&o.ns);
         let _ = self.between.add(&o.between);
-        for k in 0..NLT {
-            self.lt_buckets[k] += o.lt_buckets[k];
-        }
-        for k in 0..NBT {
-            self.bt_buckets[k] += o.bt_buckets[k];
-        }
         self.freed += o.freed;
         self.within_1us += o.within_1us;
         self.within_1ms += o.within_1ms;
@@ -116,19 +103,32 @@ impl Lifetimes {
     /// `allocated`: successful allocations of the run; `never`: never-freed blocks by size id.
     pub fn report(&self, allocated: u64, never: &NeverFreed, t: &SizeTable) -> LifetimesReport {
         let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
+        // Bucket counts come from the histograms, each recorded value counted once at the
+        // low end of its histogram bucket: exact for allocations-in-between (values below
+        // 256 are exact and its power-of-two bounds fall on the histogram's own), within
+        // the histogram's 1% for lifetimes.
+        let spread = |h: &Histogram<u64>, n: usize, index: &dyn Fn(u64) -> usize| -> Vec<u64> {
+            let mut c = vec![0u64; n];
+            for v in h.iter_recorded() {
+                c[index(h.lowest_equivalent(v.value_iterated_to()))] += v.count_since_last_iteration();
+            }
+            c
+        };
+        let lt = spread(&self.ns, NLT, &|x| LT_BOUNDS.partition_point(|&b| b <= x));
         let lt_buckets = (0..NLT)
-            .filter(|&k| self.lt_buckets[k] > 0)
+            .filter(|&k| lt[k] > 0)
             .map(|k| LifetimeBucket {
                 from_ns: if k == 0 { 0 } else { LT_BOUNDS[k - 1] },
                 below_ns: LT_BOUNDS.get(k).copied(),
-                blocks: self.lt_buckets[k],
+                blocks: lt[k],
             })
             .collect();
+        let bt = spread(&self.between, NBT, &between_bucket);
         let bt_buckets = (0..NBT)
-            .filter(|&k| self.bt_buckets[k] > 0)
+            .filter(|&k| bt[k] > 0)
             .map(|k| {
                 let (from, to) = between_range(k);
-                BetweenBucket { from, to, blocks: self.bt_buckets[k] }
+                BetweenBucket { from, to, blocks: bt[k] }
             })
             .collect();
         let mut by_size: Vec<NeverFreedSize> = never

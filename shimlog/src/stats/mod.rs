@@ -165,6 +165,7 @@ fn total_section(
     let mut read = ReadReport { clean_end: sections.iter().all(|s| s.read.clean_end), ..Default::default() };
     for (i, s) in sections.iter().enumerate() {
         read.frames += s.read.frames;
+        read.calls_after_cut += s.read.calls_after_cut;
         read.compressed_bytes += s.read.compressed_bytes;
         read.file_bytes += s.read.file_bytes;
         for is in &s.read.issues {

@@ -97,6 +97,9 @@ fn read(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         bytes(r.compressed_bytes),
         if r.clean_end { "; the log was closed cleanly" } else { "; the log has no end record (process killed, or still running)" }
     )?;
+    if r.calls_after_cut > 0 {
+        writeln!(w, "   {} calls made after the exit flush's cut are left out", count(r.calls_after_cut))?;
+    }
     for i in &r.issues {
         match &i.log {
             Some(l) => writeln!(w, "   warning: {l}: {}", i.message)?,
@@ -345,10 +348,10 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     writeln!(w, "   slowest calls ({} in --json):", l.slowest.len())?;
-    let mut tb = Table::new(&["inside", "at", "tid", "op", "size"]);
+    let mut tb = Table::new(&["op", "inside", "at", "tid", "size"]);
     for c in l.slowest.iter().take(ROWS) {
         let tid = if s.processes > 1 { format!("{}/{}", c.pid, c.tid) } else { c.tid.to_string() };
-        tb.row(vec![ns(c.backend_ns), at(c.ts_ns), tid, c.op.into(), bytes(c.size)]);
+        tb.row(vec![c.op.into(), ns(c.backend_ns), at(c.ts_ns), tid, bytes(c.size)]);
     }
     tb.write(w)
 }

@@ -67,6 +67,9 @@ pub struct LiveAtEnd {
 pub struct ReadReport {
     /// The log ends with the shim's End record (the process closed it).
     pub clean_end: bool,
+    /// Calls stamped after the final flush's cut (made while threads were stopping at
+    /// exit), left out so that the log reads as one consistent moment of the process.
+    pub calls_after_cut: u64,
     pub frames: u64,
     pub compressed_bytes: u64,
     pub file_bytes: u64,

@@ -42,9 +42,10 @@ pub fn ns(n: u64) -> String {
     }
 }
 
-/// A point in time of the run (ns since the log's start) in seconds.
+/// A point in time of the run (ns since the log's start): seconds with ms precision, or
+/// a smaller unit early in the run.
 pub fn at(n: u64) -> String {
-    format!("{:.3} s", n as f64 / 1e9)
+    if n < 1_000_000_000 { ns(n) } else { format!("{:.3} s", n as f64 / 1e9) }
 }
 
 /// A rate per second with a k/M/G prefix.
@@ -97,5 +98,7 @@ mod tests {
         assert_eq!(pct(0.1234), "12.3%");
         assert_eq!(pct(0.0001), "<0.1%");
         assert_eq!(rate(20e6), "20.0 M/s");
+        assert_eq!(at(1080), "1.08 µs");
+        assert_eq!(at(61_234_567_890), "61.235 s");
     }
 }
