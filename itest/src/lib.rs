@@ -269,7 +269,8 @@ pub struct Analysis {
     pub double_live: u64,
     /// The one reordering the log format allows (README, "Known limits"): a realloc is
     /// stamped once, after it returns, so a block it released can show up in another
-    /// thread's realloc first. Such pairs are counted here, not as failures.
+    /// thread's allocation first. Such pairs (resolved when the realloc turns up) are
+    /// counted here, not as failures.
     pub realloc_races: u64,
     pub double_examples: Vec<Event>,
     /// An aligned allocation whose result is not aligned as asked (or valloc/pvalloc not
@@ -350,6 +351,9 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
     };
     let page = r.header.page_size.max(1);
     let mut events = r.events();
+    // Blocks displaced by an allocation that returned their address: (tid, kept).
+    let mut contested: HashMap<u64, (u32, bool)> = HashMap::new();
+    let mut contested_by: HashMap<u64, Event> = HashMap::new();
     for e in &mut events {
         a.events += 1;
         *a.ops.entry(e.op.name()).or_default() += 1;
@@ -376,17 +380,27 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
             _ => None,
         };
         if let Some(p) = freed {
-            match a.live.remove(&p) {
-                Some((_, tid)) => {
-                    if a.kept_live.remove(&p) {
-                        *a.kept_pairs.entry((tid, e.tid)).or_default() += 1;
-                    }
+            let late_realloc =
+                matches!(e.op, Op::Realloc | Op::Reallocarray) && contested.contains_key(&p);
+            if late_realloc {
+                // The displaced owner's realloc, stamped after another thread got its block.
+                let (tid, kept) = contested.remove(&p).unwrap_or_default();
+                a.realloc_races += 1;
+                if kept {
+                    *a.kept_pairs.entry((tid, e.tid)).or_default() += 1;
                 }
-                None if e.op != Op::Free && a.realloc_races > 0 => {}
-                None => {
-                    a.unmatched_frees += 1;
-                    if a.unmatched_examples.len() < EXAMPLES {
-                        a.unmatched_examples.push(e);
+            } else {
+                match a.live.remove(&p) {
+                    Some((_, tid)) => {
+                        if a.kept_live.remove(&p) {
+                            *a.kept_pairs.entry((tid, e.tid)).or_default() += 1;
+                        }
+                    }
+                    None => {
+                        a.unmatched_frees += 1;
+                        if a.unmatched_examples.len() < EXAMPLES {
+                            a.unmatched_examples.push(e);
+                        }
                     }
                 }
             }
@@ -405,21 +419,23 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
                     a.misaligned_examples.push(e);
                 }
             }
-            if a.live.insert(e.ptr, (e.requested(), e.tid)).is_some() {
-                if matches!(e.op, Op::Realloc | Op::Reallocarray) {
-                    a.realloc_races += 1;
-                } else {
-                    a.double_live += 1;
-                    if a.double_examples.len() < EXAMPLES {
-                        a.double_examples.push(e);
-                    }
-                }
+            if let Some((_, tid)) = a.live.insert(e.ptr, (e.requested(), e.tid)) {
+                // Live twice, unless the previous owner's realloc turns up later (the one
+                // reordering the format allows): settled at the end.
+                contested.insert(e.ptr, (tid, a.kept_live.contains(&e.ptr)));
+                contested_by.insert(e.ptr, e);
             }
             if k {
                 a.kept_live.insert(e.ptr);
             } else {
                 a.kept_live.remove(&e.ptr);
             }
+        }
+    }
+    for (p, _) in contested {
+        a.double_live += 1;
+        if a.double_examples.len() < EXAMPLES {
+            a.double_examples.extend(contested_by.get(&p).copied());
         }
     }
     a.issues.extend(events.issues.iter().map(|i| i.to_string()));

@@ -41,6 +41,21 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     core::ptr::null_mut()
 }
 
+/// The tick rate is known: the header gets it, and threads their one-second flush.
+fn calibrated(rec: &mut Rec, tps: f64) {
+    let g = G.get();
+    // One second, in the log's ticks (what buffers' first_ticks count in).
+    lifecycle::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
+    if rec.failed {
+        return;
+    }
+    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
+        say(&format!("shim: writing log {} failed: {e}; recording stopped, the program continues", g.log_path));
+        rec.failed = true;
+        lifecycle::halt_all();
+    }
+}
+
 fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
     use std::os::unix::fs::FileExt;
     let mut b = [0u8; 128];
@@ -93,35 +108,18 @@ fn run() {
         lifecycle::halt_all();
         return;
     };
-    // Calibrate the tick rate against CLOCK_MONOTONIC (a fork child keeps its parent's).
-    let known = f64::from_bits(lifecycle::TPS_BITS.load(Relaxed));
-    let tps = if known > 0.0 {
-        known
-    } else {
-        // 20 ms, cut short when the program is already exiting (a short-lived process
-        // should not wait on us; its timestamps span little time, so the error stays small).
-        for _ in 0..40 {
-            if lifecycle::SHUTDOWN.load(Acquire) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(TICK_US));
-        }
-        let r = clock::rate(g.p0, clock::pair());
-        lifecycle::TPS_BITS.store(r.to_bits(), Relaxed);
-        r
-    };
-    // One second, in the log's ticks (what buffers' first_ticks count in).
-    lifecycle::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
     let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
     rec.w.note_header(g.header_reserved);
-    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
-        say(&format!("shim: writing log {} failed: {e}; the program runs without recording", g.log_path));
-        rec.failed = true;
-        lifecycle::halt_all();
+    // The tick rate is measured against CLOCK_MONOTONIC over the first 20 ms (a fork child
+    // keeps its parent's). Frames carry raw ticks, so draining starts at once: only the
+    // header waits for the rate.
+    let known = f64::from_bits(lifecycle::TPS_BITS.load(Relaxed));
+    let mut tps = 0.0;
+    if known > 0.0 {
+        tps = known;
+        calibrated(&mut rec, tps);
     }
     let statm = std::fs::File::open("/proc/self/statm").ok();
-    let ticks_100ms = (tps / 10.0) as u64;
-    let ticks_1s = tps as u64;
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     loop {
         let shutdown = lifecycle::SHUTDOWN.load(Acquire);
@@ -132,6 +130,17 @@ fn run() {
             drained += 1;
         }
         let now = clock::now();
+        if tps == 0.0 {
+            let p = clock::pair();
+            if p.mono_ns.saturating_sub(g.p0.mono_ns) >= 20_000_000 || shutdown {
+                // Cut short when the program is already exiting: its timestamps span
+                // little time, so the error stays small.
+                tps = clock::rate(g.p0, p);
+                lifecycle::TPS_BITS.store(tps.to_bits(), Relaxed);
+                calibrated(&mut rec, tps);
+            }
+        }
+        let (ticks_100ms, ticks_1s) = if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
         housekeeping(now);
         if now.wrapping_sub(last_take) >= ticks_1s / 4 {
             last_take = now;
