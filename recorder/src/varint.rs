@@ -64,6 +64,23 @@ unsafe fn put_long(mut dst: *mut u8, mut v: u64) -> *mut u8 {
 #[inline(always)]
 pub fn get(inp: &[u8], pos: &mut usize) -> Option<u64> {
     let p = *pos;
+    // Encodings of up to 8 bytes (all but the largest values) without a loop: load 8
+    // bytes, find the first byte without the continuation bit, keep the bytes up to it and
+    // pack their 7-bit groups together.
+    if let Some(b) = inp.get(p..p + 8) {
+        let x = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        let stop = !x & 0x8080_8080_8080_8080;
+        if stop != 0 {
+            let end = stop.trailing_zeros(); // the terminating byte's top bit
+            let keep = if end == 63 { u64::MAX } else { (1u64 << (end + 1)) - 1 };
+            let x = x & keep & 0x7f7f_7f7f_7f7f_7f7f;
+            let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+            let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+            let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+            *pos = p + (end as usize + 1) / 8;
+            return Some(x);
+        }
+    }
     // Away from the end of the input, one bounds check for the longest encoding.
     if let Some(b) = inp.get(p..p + MAX_LEN) {
         let mut v: u64 = 0;
@@ -120,6 +137,34 @@ mod tests {
         fn zigzag_roundtrip(v: i64) {
             prop_assert_eq!(unzigzag(zigzag(v)), v);
         }
+        /// The fast path reads exactly what a plain byte loop reads, at any offset of any
+        /// bytes (canonical or not, cut off or over-long).
+        #[test]
+        fn get_matches_a_byte_loop(bytes: Vec<u8>, start: usize) {
+            fn plain(inp: &[u8], pos: &mut usize) -> Option<u64> {
+                let mut v = 0u64;
+                for i in 0..MAX_LEN {
+                    let b = *inp.get(*pos + i)?;
+                    if i == MAX_LEN - 1 && b > 1 {
+                        return None;
+                    }
+                    v |= ((b & 0x7f) as u64) << (7 * i);
+                    if b < 0x80 {
+                        *pos += i + 1;
+                        return Some(v);
+                    }
+                }
+                None
+            }
+            let s = if bytes.is_empty() { 0 } else { start % bytes.len() };
+            let (mut a, mut b) = (s, s);
+            let got = get(&bytes, &mut a);
+            prop_assert_eq!(got, plain(&bytes, &mut b));
+            if got.is_some() {
+                prop_assert_eq!(a, b);
+            }
+        }
+
         #[test]
         fn get_never_panics(bytes: Vec<u8>) {
             let mut pos = 0;
