@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 /// Events between two progress updates.
 const PROGRESS_EVERY: u64 = 1 << 16;
 /// How far ahead of the analysis the reader runs (a power of two).
-const AHEAD: usize = 16;
+const AHEAD: usize = 8;
 
 pub struct Progress {
     bar: Option<ProgressBar>,

@@ -45,7 +45,9 @@ pub const TOP: usize = 20;
 #[derive(Clone)]
 pub struct Lifetimes {
     ns: Histogram<u64>,
-    between: Histogram<u64>,
+    /// Allocations-in-between per bucket (exact below 16, then powers of two), and the most.
+    between: [u64; NBT],
+    between_max: u64,
     freed: u64,
     within_1us: u64,
     within_1ms: u64,
@@ -56,7 +58,8 @@ impl Default for Lifetimes {
         Lifetimes {
             // Two significant digits keep the counters small enough to stay in cache.
             ns: Histogram::new(2).expect("histogram"),
-            between: Histogram::new(2).expect("histogram"),
+            between: [0; NBT],
+            between_max: 0,
             freed: 0,
             within_1us: 0,
             within_1ms: 0,
@@ -89,12 +92,16 @@ impl Lifetimes {
         self.within_1us += (ns < 1_000) as u64;
         self.within_1ms += (ns < 1_000_000) as u64;
         let _ = self.ns.record(ns);
-        let _ = self.between.record(between);
+        self.between[between_bucket(between)] += 1;
+        self.between_max = self.between_max.max(between);
     }
 
     pub fn merge(&mut self, o: &Lifetimes) {
         let _ = self.ns.add(&o.ns);
-        let _ = self.between.add(&o.between);
+        for k in 0..NBT {
+            self.between[k] += o.between[k];
+        }
+        self.between_max = self.between_max.max(o.between_max);
         self.freed += o.freed;
         self.within_1us += o.within_1us;
         self.within_1ms += o.within_1ms;
@@ -103,10 +110,8 @@ impl Lifetimes {
     /// `allocated`: successful allocations of the run; `never`: never-freed blocks by size id.
     pub fn report(&self, allocated: u64, never: &NeverFreed, t: &SizeTable) -> LifetimesReport {
         let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
-        // Bucket counts come from the histograms, each recorded value counted once at the
-        // low end of its histogram bucket: exact for allocations-in-between (values below
-        // 256 are exact and its power-of-two bounds fall on the histogram's own), within
-        // the histogram's 1% for lifetimes.
+        // Lifetime buckets come from the histogram, each recorded value counted once at
+        // the low end of its histogram bucket (within the histogram's 1%).
         let spread = |h: &Histogram<u64>, n: usize, index: &dyn Fn(u64) -> usize| -> Vec<u64> {
             let mut c = vec![0u64; n];
             for v in h.iter_recorded() {
@@ -123,7 +128,7 @@ impl Lifetimes {
                 blocks: lt[k],
             })
             .collect();
-        let bt = spread(&self.between, NBT, &between_bucket);
+        let bt = &self.between;
         let bt_buckets = (0..NBT)
             .filter(|&k| bt[k] > 0)
             .map(|k| {
@@ -131,6 +136,23 @@ impl Lifetimes {
                 BetweenBucket { from, to, blocks: bt[k] }
             })
             .collect();
+        // A quantile of allocations-in-between: the top of the bucket that holds it (exact
+        // below 16), never above the largest seen.
+        let bq = |p: f64| -> u64 {
+            let n: u64 = bt.iter().sum();
+            if n == 0 {
+                return 0;
+            }
+            let rank = ((p * n as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (k, &c) in bt.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    return between_range(k).1.min(self.between_max);
+                }
+            }
+            self.between_max
+        };
         let mut by_size: Vec<NeverFreedSize> = never
             .by_size
             .iter()
@@ -156,10 +178,10 @@ impl Lifetimes {
             mean_ns: if self.ns.is_empty() { 0.0 } else { self.ns.mean() },
             buckets: lt_buckets,
             allocs_between: BetweenReport {
-                p50: q(&self.between, 0.5),
-                p90: q(&self.between, 0.9),
-                p99: q(&self.between, 0.99),
-                max: self.between.max(),
+                p50: bq(0.5),
+                p90: bq(0.9),
+                p99: bq(0.99),
+                max: self.between_max,
                 buckets: bt_buckets,
             },
             never_freed_by_size: by_size,
@@ -226,7 +248,8 @@ pub struct BetweenReport {
     pub p90: u64,
     pub p99: u64,
     pub max: u64,
-    /// Exact counts for 0..15, then [2^k, 2^(k+1) - 1].
+    /// Exact counts for 0..15, then [2^k, 2^(k+1) - 1]. The quantiles above are the top of
+    /// the bucket that holds them.
     pub buckets: Vec<BetweenBucket>,
 }
 
