@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
         let mut ev = r.events();
         for _ in &mut ev {
             n += 1;
-            assert!(n <= raw / 2 + 1, "more records than the frames' bytes can hold");
+            assert!(
+                n <= raw / 2 + 1,
+                "more records than the frames' bytes can hold"
+            );
         }
         for i in r.issues.iter().chain(ev.issues.iter()) {
             let _ = i.to_string();

@@ -27,14 +27,66 @@ fn known_log(path: &str) -> String {
     let mut l = Log::create(path, &header(100, 0));
     l.thread(T11, 1000);
     l.thread(T12, 1000);
-    l.call(T11, 1010, Op::Malloc, Args { size: 100, ptr: 0x1000, ..Default::default() }, Some(50));
+    l.call(
+        T11,
+        1010,
+        Op::Malloc,
+        Args {
+            size: 100,
+            ptr: 0x1000,
+            ..Default::default()
+        },
+        Some(50),
+    );
     l.malloc(T11, 1020, 200, 0x2000);
-    l.call(T11, 1030, Op::Calloc, Args { count: 10, size: 30, ptr: 0x3000, ..Default::default() }, None);
-    l.call(T11, 1040, Op::Realloc, Args { old: 0x1000, size: 1000, ptr: 0x4000, ..Default::default() }, Some(200));
-    l.call(T12, 1050, Op::Free, Args { ptr: 0x2000, ..Default::default() }, Some(70));
+    l.call(
+        T11,
+        1030,
+        Op::Calloc,
+        Args {
+            count: 10,
+            size: 30,
+            ptr: 0x3000,
+            ..Default::default()
+        },
+        None,
+    );
+    l.call(
+        T11,
+        1040,
+        Op::Realloc,
+        Args {
+            old: 0x1000,
+            size: 1000,
+            ptr: 0x4000,
+            ..Default::default()
+        },
+        Some(200),
+    );
+    l.call(
+        T12,
+        1050,
+        Op::Free,
+        Args {
+            ptr: 0x2000,
+            ..Default::default()
+        },
+        Some(70),
+    );
     l.free(T12, 1060, 0);
     l.free(T12, 1070, 0x9999);
-    l.call(T11, 1080, Op::PosixMemalign, Args { align: 64, size: 500, ptr: 0x5000, ..Default::default() }, Some(5_000_000));
+    l.call(
+        T11,
+        1080,
+        Op::PosixMemalign,
+        Args {
+            align: 64,
+            size: 500,
+            ptr: 0x5000,
+            ..Default::default()
+        },
+        Some(5_000_000),
+    );
     l.malloc(T11, 1090, 1 << 40, 0);
     l.process(1_500_000, Op::Rss, 10_000_000);
     l.free(T11, 2_000_000, 0x3000);
@@ -59,7 +111,8 @@ fn known_log(path: &str) -> String {
 }
 
 fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not an unsigned number: {v}"))
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned number: {v}"))
 }
 
 #[test]
@@ -82,7 +135,10 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&ops["posix_memalign"]), 1);
     assert_eq!(u(&ops["aligned_alloc"]), 0);
     let bytes = &j["bytes"];
-    assert_eq!(u(&bytes["malloc"]), 100 + 200 + (1 << 40) + 8 + 70 * 16 + 63 * 32 + 48);
+    assert_eq!(
+        u(&bytes["malloc"]),
+        100 + 200 + (1 << 40) + 8 + 70 * 16 + 63 * 32 + 48
+    );
     assert_eq!(u(&bytes["calloc"]), 300);
     assert_eq!(u(&bytes["realloc"]), 1000);
     assert_eq!(u(&bytes["posix_memalign"]), 500);
@@ -107,7 +163,12 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&j["sizes"]["top"][0]["requests"]), 70);
     assert_eq!(u(&j["sizes"]["top"][1]["size"]), 32);
     assert_eq!(u(&j["sizes"]["distinct"]), 10);
-    let b16 = j["sizes"]["buckets"].as_array().unwrap().iter().find(|b| u(&b["from"]) == 16).unwrap();
+    let b16 = j["sizes"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| u(&b["from"]) == 16)
+        .unwrap();
     assert_eq!((u(&b16["to"]), u(&b16["requests"])), (31, 70));
 
     // Threads.
@@ -125,7 +186,12 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&b["longest"]["tid"]), T12 as u64);
     assert_eq!(u(&b["longest"]["start_ns"]), 3_500_000);
     assert_eq!(u(&b["longest"]["end_ns"]), 3_500_690);
-    let t11 = j["per_thread"].as_array().unwrap().iter().find(|t| u(&t["tid"]) == 11).unwrap();
+    let t11 = j["per_thread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| u(&t["tid"]) == 11)
+        .unwrap();
     assert_eq!(u(&t11["allocs"]), 1 + 1 + 1 + 1 + 1 + 70 + 63 + 1);
     assert_eq!(u(&t11["frees"]), 65);
 
@@ -170,8 +236,19 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(m["samples_from"], "rss");
     let s = m["samples"].as_array().unwrap();
     assert_eq!(s.len(), 2);
-    assert_eq!((u(&s[0]["ts_ns"]), u(&s[0]["rss_bytes"]), u(&s[0]["live_bytes"]), u(&s[0]["live_blocks"])), (1_500_000, 10_000_000, 1800, 3));
-    assert_eq!((u(&s[1]["live_bytes"]), u(&s[1]["max_live_bytes"])), (556, 3524));
+    assert_eq!(
+        (
+            u(&s[0]["ts_ns"]),
+            u(&s[0]["rss_bytes"]),
+            u(&s[0]["live_bytes"]),
+            u(&s[0]["live_blocks"])
+        ),
+        (1_500_000, 10_000_000, 1800, 3)
+    );
+    assert_eq!(
+        (u(&s[1]["live_bytes"]), u(&s[1]["max_live_bytes"])),
+        (556, 3524)
+    );
     assert_eq!(u(&m["rss_at_end"]["rss_bytes"]), 9_000_000);
     assert_eq!(u(&m["rss_at_end"]["live_bytes"]), 556);
     assert_eq!(u(&m["peak_rss_bytes"]), 10_000_000);
@@ -186,7 +263,10 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&lat["slowest"][0]["ts_ns"]), 1080);
     assert_eq!(lat["slowest"].as_array().unwrap().len(), 4);
     let pm = &lat["per_op"]["posix_memalign"];
-    assert!(u(&pm["max_ns"]).abs_diff(5_000_000) <= 5_000, "hdrhistogram keeps 3 digits: {pm}");
+    assert!(
+        u(&pm["max_ns"]).abs_diff(5_000_000) <= 5_000,
+        "hdrhistogram keeps 3 digits: {pm}"
+    );
     assert_eq!(u(&lat["per_op"]["malloc"]["timed_calls"]), 1);
 
     // Read: complete.
@@ -231,7 +311,11 @@ fn human_report_has_every_section_with_units() {
         assert!(out.contains(want), "report lacks {want:?}:\n{out}");
     }
     // Aligned tables: every row of the ops table has its numbers ending in the same column.
-    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("   malloc ") || l.starts_with("   free ")).take(2).collect();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("   malloc ") || l.starts_with("   free "))
+        .take(2)
+        .collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].len(), rows[1].len(), "{rows:?}");
 }
@@ -241,7 +325,9 @@ fn human_report_has_every_section_with_units() {
 #[test]
 fn slop_matches_each_backends_usable_size() {
     use shim_backend::Backend;
-    let sizes: Vec<u64> = vec![1, 7, 8, 13, 16, 24, 25, 100, 100, 100, 513, 1000, 4000, 5000, 20000, 70000];
+    let sizes: Vec<u64> = vec![
+        1, 7, 8, 13, 16, 24, 25, 100, 100, 100, 513, 1000, 4000, 5000, 20000, 70000,
+    ];
     let d = dir("slop");
     let mut l = Log::create(&format!("{d}/slop.shimlog"), &header(7, 0));
     for (i, &s) in sizes.iter().enumerate() {
@@ -265,12 +351,32 @@ fn slop_matches_each_backends_usable_size() {
             .sum();
         let s = &j["slop"][b.name()];
         assert_eq!(u(&s["requested_bytes"]), want_total, "{}", b.name());
-        assert_eq!(u(&s["slop_bytes"]), expected, "{}: slop over the run", b.name());
+        assert_eq!(
+            u(&s["slop_bytes"]),
+            expected,
+            "{}: slop over the run",
+            b.name()
+        );
         // Nothing is freed, so the peak is the end and holds every block.
-        assert_eq!(u(&s["at_peak"]["slop_bytes"]), expected, "{}: slop at peak", b.name());
-        let per_class: u64 = s["classes"].as_array().unwrap().iter().map(|c| u(&c["slop_bytes"])).sum();
+        assert_eq!(
+            u(&s["at_peak"]["slop_bytes"]),
+            expected,
+            "{}: slop at peak",
+            b.name()
+        );
+        let per_class: u64 = s["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| u(&c["slop_bytes"]))
+            .sum();
         assert_eq!(per_class, expected, "{}: classes add up", b.name());
-        let allocs: u64 = s["classes"].as_array().unwrap().iter().map(|c| u(&c["allocations"])).sum();
+        let allocs: u64 = s["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| u(&c["allocations"]))
+            .sum();
         assert_eq!(allocs, sizes.len() as u64);
     }
     shim_backend::select(Backend::Glibc);
@@ -298,7 +404,12 @@ fn slop_at_peak_is_taken_at_the_peak() {
         let c250 = shim_backend::size_class(b, 250) as u64 - 250;
         assert_eq!(u(&s["at_peak"]["slop_bytes"]), 3 * c100, "{}", b.name());
         assert_eq!(u(&s["slop_bytes"]), 3 * c100 + c250, "{}", b.name());
-        let row = s["classes"].as_array().unwrap().iter().find(|c| u(&c["allocations"]) == 3).unwrap();
+        let row = s["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| u(&c["allocations"]) == 3)
+            .unwrap();
         assert_eq!(u(&row["blocks_at_peak"]), 3);
     }
 }
@@ -336,13 +447,19 @@ fn several_logs_give_a_section_each_and_a_total() {
     assert_eq!(u(&j["peak_live_bytes"]), 3000);
     assert_eq!(u(&j["peak_live_at_ns"]), 2_000);
     assert_eq!(u(&j["live_at_end"]["bytes"]), 10);
-    assert_eq!(u(&j["events"]), u(&logs[0]["events"]) + u(&logs[1]["events"]));
+    assert_eq!(
+        u(&j["events"]),
+        u(&logs[0]["events"]) + u(&logs[1]["events"])
+    );
     assert_eq!(u(&j["ops"]["malloc"]), 3);
     assert_eq!(u(&j["ops"]["free"]), 2);
     assert_eq!(j["backend"], "jemalloc, mimalloc");
     // RSS of the total: both processes' last samples added (3 MB + 4 MB at the parent's 4 us).
     let s = j["memory"]["samples"].as_array().unwrap();
-    assert_eq!(s.iter().map(|s| u(&s["rss_bytes"])).collect::<Vec<_>>(), vec![3_000_000, 7_000_000]);
+    assert_eq!(
+        s.iter().map(|s| u(&s["rss_bytes"])).collect::<Vec<_>>(),
+        vec![3_000_000, 7_000_000]
+    );
     // Slop at the total's peak: both blocks.
     let je = shim_backend::size_class(shim_backend::Backend::Jemalloc, 1000) as u64 - 1000
         + shim_backend::size_class(shim_backend::Backend::Jemalloc, 2000) as u64
@@ -362,7 +479,10 @@ fn many_frames(path: &str) -> String {
         l.malloc(1, 1000 + i * 10, 64, 0x10_0000 + i * 64);
     }
     let p = l.finish(true);
-    assert!(recorder::LogReader::open(&p).unwrap().frames.len() >= 4, "the log needs several frames");
+    assert!(
+        recorder::LogReader::open(&p).unwrap().frames.len() >= 4,
+        "the log needs several frames"
+    );
     p
 }
 
@@ -377,18 +497,31 @@ fn a_cut_log_reports_where_it_was_cut() {
     assert_eq!((r.frames[0].h.stream, f.h.stream), (1, 1));
     let second = f.offset;
     let cut = format!("{d}/cut.shimlog");
-    std::fs::write(&cut, &bytes[..(second + 40 + f.h.comp_len as u64 / 2) as usize]).unwrap();
+    std::fs::write(
+        &cut,
+        &bytes[..(second + 40 + f.h.comp_len as u64 / 2) as usize],
+    )
+    .unwrap();
     let j = stats_json(&[&cut]);
     let issues = j["read"]["issues"].as_array().unwrap();
     assert_eq!(issues.len(), 1, "{issues:?}");
     assert_eq!(issues[0]["kind"], "truncated");
     assert_eq!(u(&issues[0]["offset"]), second);
     assert_eq!(j["read"]["clean_end"], false);
-    assert_eq!(u(&j["ops"]["malloc"]), r.frames[0].h.n_records as u64 - 1, "the first frame, less its ThreadStart");
+    assert_eq!(
+        u(&j["ops"]["malloc"]),
+        r.frames[0].h.n_records as u64 - 1,
+        "the first frame, less its ThreadStart"
+    );
     let o = shimlog(&["stats", &cut]);
     assert!(o.status.success());
     let out = String::from_utf8(o.stdout).unwrap();
-    assert!(out.contains(&format!("warning: log is cut off inside the frame at byte {second}")), "{out}");
+    assert!(
+        out.contains(&format!(
+            "warning: log is cut off inside the frame at byte {second}"
+        )),
+        "{out}"
+    );
 }
 
 #[test]
@@ -411,9 +544,16 @@ fn a_corrupt_frame_is_reported_and_skipped() {
     assert_eq!(issues[0]["kind"], "corrupt_frame");
     assert_eq!(u(&issues[0]["offset"]), f.offset);
     let total: u64 = r.frames.iter().map(|f| f.h.n_records as u64).sum();
-    assert_eq!(u(&j["events"]), total - f.h.n_records as u64, "every other frame was read");
+    assert_eq!(
+        u(&j["events"]),
+        total - f.h.n_records as u64,
+        "every other frame was read"
+    );
     let out = String::from_utf8(shimlog(&["stats", &bad]).stdout).unwrap();
-    assert!(out.contains(&format!("warning: corrupt frame at byte {}", f.offset)), "{out}");
+    assert!(
+        out.contains(&format!("warning: corrupt frame at byte {}", f.offset)),
+        "{out}"
+    );
 }
 
 #[test]
@@ -421,7 +561,10 @@ fn a_file_that_is_not_a_log_is_one_line_and_a_failure() {
     let d = dir("notalog");
     let p = format!("{d}/notes.txt");
     std::fs::write(&p, "just some text, long enough to have a preamble\n").unwrap();
-    for args in [vec!["stats", p.as_str()], vec!["stats", "--json", p.as_str()]] {
+    for args in [
+        vec!["stats", p.as_str()],
+        vec!["stats", "--json", p.as_str()],
+    ] {
         let o = shimlog(&args);
         assert!(!o.status.success());
         assert!(o.stdout.is_empty());
@@ -431,7 +574,9 @@ fn a_file_that_is_not_a_log_is_one_line_and_a_failure() {
     }
     let o = shimlog(&["stats", &format!("{d}/missing.shimlog")]);
     assert!(!o.status.success());
-    assert!(String::from_utf8(o.stderr).unwrap().contains("No such file"));
+    assert!(String::from_utf8(o.stderr)
+        .unwrap()
+        .contains("No such file"));
 }
 
 /// A log whose realloc returns an address still live (cross-thread reordering) and whose
@@ -443,13 +588,46 @@ fn realloc_edge_cases() {
     l.malloc(1, 1000, 100, 0x1000);
     l.malloc(2, 1010, 50, 0x2000);
     // glibc realloc(p, 0): frees p, returns NULL; not a failure.
-    l.call(1, 1020, Op::Realloc, Args { old: 0x1000, size: 0, ptr: 0, ..Default::default() }, None);
+    l.call(
+        1,
+        1020,
+        Op::Realloc,
+        Args {
+            old: 0x1000,
+            size: 0,
+            ptr: 0,
+            ..Default::default()
+        },
+        None,
+    );
     // A failed realloc keeps the old block.
-    l.call(2, 1030, Op::Realloc, Args { old: 0x2000, size: 1 << 50, ptr: 0, ..Default::default() }, None);
+    l.call(
+        2,
+        1030,
+        Op::Realloc,
+        Args {
+            old: 0x2000,
+            size: 1 << 50,
+            ptr: 0,
+            ..Default::default()
+        },
+        None,
+    );
     // malloc returning 0x2000 while it is still live: counted, the old block taken as freed.
     l.malloc(1, 1040, 70, 0x2000);
     // realloc(NULL, n) is malloc(n).
-    l.call(1, 1050, Op::Realloc, Args { old: 0, size: 30, ptr: 0x3000, ..Default::default() }, None);
+    l.call(
+        1,
+        1050,
+        Op::Realloc,
+        Args {
+            old: 0,
+            size: 30,
+            ptr: 0x3000,
+            ..Default::default()
+        },
+        None,
+    );
     let log = l.finish(true);
     let j = stats_json(&[&log]);
     assert_eq!(u(&j["address_reuse_conflicts"]), 1);
@@ -457,6 +635,10 @@ fn realloc_edge_cases() {
     assert_eq!(u(&j["failed"]["realloc"]), 1);
     assert_eq!(u(&j["live_at_end"]["blocks"]), 2);
     assert_eq!(u(&j["live_at_end"]["bytes"]), 100);
-    assert_eq!(u(&j["lifetimes"]["freed_blocks"]), 1, "only realloc(p, 0) freed a block");
+    assert_eq!(
+        u(&j["lifetimes"]["freed_blocks"]),
+        1,
+        "only realloc(p, 0) freed a block"
+    );
     assert_eq!(u(&j["peak_live_bytes"]), 150);
 }

@@ -107,15 +107,32 @@ impl Analysis {
         if let Some(b) = self.heap.free(ptr, t) {
             self.sizes.freed(b.size_id, false);
             f.freed(b.size_id, t.size(b.size_id));
-            self.life.record(ts.saturating_sub(b.ts_ns), self.heap.allocs - b.alloc_index - 1);
+            self.life.record(
+                ts.saturating_sub(b.ts_ns),
+                self.heap.allocs - b.alloc_index - 1,
+            );
             self.threads.block_freed(th, b.thread);
         }
     }
 
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn make<F: Follow>(&mut self, ptr: u64, req: u64, sid: u32, th: u32, ts: u64, t: &SizeTable, f: &mut F) {
-        let b = Block { ts_ns: ts, alloc_index: self.heap.allocs, size_id: sid, thread: th };
+    fn make<F: Follow>(
+        &mut self,
+        ptr: u64,
+        req: u64,
+        sid: u32,
+        th: u32,
+        ts: u64,
+        t: &SizeTable,
+        f: &mut F,
+    ) {
+        let b = Block {
+            ts_ns: ts,
+            alloc_index: self.heap.allocs,
+            size_id: sid,
+            thread: th,
+        };
         let displaced = self.heap.alloc(ptr, req, b, t);
         let new_peak = self.heap.check_peak(ts);
         if let Some(d) = displaced {
@@ -154,7 +171,8 @@ impl Analysis {
                 });
             }
             Op::Rss => {
-                self.mem.rss(e.ts_ns, e.value, self.heap.live_bytes, self.heap.blocks());
+                self.mem
+                    .rss(e.ts_ns, e.value, self.heap.live_bytes, self.heap.blocks());
                 f.rss(e.ts_ns, e.value);
             }
             Op::Untraced => self.totals.untraced += e.value,

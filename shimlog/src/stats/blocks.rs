@@ -46,7 +46,11 @@ impl Slots {
             if p != libc::MAP_FAILED {
                 // Advice only: without huge pages the table works the same, slower.
                 unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
-                return Slots { ptr: p as *mut Slot, len, mapped: true };
+                return Slots {
+                    ptr: p as *mut Slot,
+                    len,
+                    mapped: true,
+                };
             }
         }
         let layout = Self::layout(len);
@@ -55,7 +59,11 @@ impl Slots {
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        Slots { ptr, len, mapped: false }
+        Slots {
+            ptr,
+            len,
+            mapped: false,
+        }
     }
 
     fn layout(len: usize) -> std::alloc::Layout {
@@ -80,7 +88,10 @@ impl Drop for Slots {
         // SAFETY: allocated in `zeroed`, by mmap or with this layout.
         unsafe {
             if self.mapped {
-                libc::munmap(self.ptr as *mut libc::c_void, self.len * std::mem::size_of::<Slot>());
+                libc::munmap(
+                    self.ptr as *mut libc::c_void,
+                    self.len * std::mem::size_of::<Slot>(),
+                );
             } else {
                 std::alloc::dealloc(self.ptr as *mut u8, Self::layout(self.len));
             }
@@ -109,7 +120,12 @@ impl Default for BlockTable {
 impl BlockTable {
     fn with_slots(n: usize) -> BlockTable {
         debug_assert!(n.is_power_of_two());
-        BlockTable { slots: Slots::zeroed(n), mask: n - 1, shift: 64 - n.trailing_zeros(), len: 0 }
+        BlockTable {
+            slots: Slots::zeroed(n),
+            mask: n - 1,
+            shift: 64 - n.trailing_zeros(),
+            len: 0,
+        }
     }
 
     /// Fibonacci hashing: the high bits of a multiplication mix every bit of the address
@@ -221,7 +237,11 @@ impl BlockTable {
     /// Every live block.
     #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &Block> {
-        self.slots.as_slice().iter().filter(|s| s.key != 0).map(|s| &s.b)
+        self.slots
+            .as_slice()
+            .iter()
+            .filter(|s| s.key != 0)
+            .map(|s| &s.b)
     }
 }
 
@@ -232,7 +252,12 @@ mod tests {
     use std::collections::HashMap;
 
     fn blk(i: u64) -> Block {
-        Block { ts_ns: i, alloc_index: i, size_id: i as u32, thread: 0 }
+        Block {
+            ts_ns: i,
+            alloc_index: i,
+            size_id: i as u32,
+            thread: 0,
+        }
     }
 
     proptest! {

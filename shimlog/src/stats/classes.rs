@@ -100,7 +100,10 @@ impl SizeTable {
         if self.class_of[i][0] == UNKNOWN {
             self.ask(i);
         }
-        SizeClasses { class: self.class_of[i], slop: self.slop_of[i] }
+        SizeClasses {
+            class: self.class_of[i],
+            slop: self.slop_of[i],
+        }
     }
 
     #[cold]

@@ -61,7 +61,12 @@ pub fn read_report(r: &LogReader, ev: &recorder::reader::Events<'_>) -> ReadRepo
         frames: r.frames.len() as u64,
         compressed_bytes: r.compressed_bytes(),
         file_bytes: r.file_len,
-        issues: r.issues.iter().chain(decode_issues).map(|i| Issue::of(i, None)).collect(),
+        issues: r
+            .issues
+            .iter()
+            .chain(decode_issues)
+            .map(|i| Issue::of(i, None))
+            .collect(),
     }
 }
 
@@ -89,7 +94,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> 
     while len > 0 {
         a.feed(&ring[head], t, &mut Alone);
         n += 1;
-        if n % PROGRESS_EVERY == 0 {
+        if n.is_multiple_of(PROGRESS_EVERY) {
             p.set(ev.bytes_read, n);
         }
         if !ended {
@@ -136,7 +141,7 @@ pub fn many(
             order.push(Reverse((e.ts_ns + offsets[i], i)));
         }
         n += 1;
-        if n % PROGRESS_EVERY == 0 {
+        if n.is_multiple_of(PROGRESS_EVERY) {
             p.set(evs.iter().map(|e| e.bytes_read).sum(), n);
         }
     }
@@ -144,5 +149,8 @@ pub fn many(
         a.finish();
     }
     tr.finish();
-    rs.iter().zip(&evs).map(|(r, e)| read_report(r, e)).collect()
+    rs.iter()
+        .zip(&evs)
+        .map(|(r, e)| read_report(r, e))
+        .collect()
 }

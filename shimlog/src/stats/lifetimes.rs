@@ -109,13 +109,20 @@ impl Lifetimes {
 
     /// `allocated`: successful allocations of the run; `never`: never-freed blocks by size id.
     pub fn report(&self, allocated: u64, never: &NeverFreed, t: &SizeTable) -> LifetimesReport {
-        let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
+        let q = |h: &Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p)
+            }
+        };
         // Lifetime buckets come from the histogram, each recorded value counted once at
         // the low end of its histogram bucket (within the histogram's 1%).
         let spread = |h: &Histogram<u64>, n: usize, index: &dyn Fn(u64) -> usize| -> Vec<u64> {
             let mut c = vec![0u64; n];
             for v in h.iter_recorded() {
-                c[index(h.lowest_equivalent(v.value_iterated_to()))] += v.count_since_last_iteration();
+                c[index(h.lowest_equivalent(v.value_iterated_to()))] +=
+                    v.count_since_last_iteration();
             }
             c
         };
@@ -133,7 +140,11 @@ impl Lifetimes {
             .filter(|&k| bt[k] > 0)
             .map(|k| {
                 let (from, to) = between_range(k);
-                BetweenBucket { from, to, blocks: bt[k] }
+                BetweenBucket {
+                    from,
+                    to,
+                    blocks: bt[k],
+                }
             })
             .collect();
         // A quantile of allocations-in-between: the top of the bucket that holds it (exact
@@ -158,10 +169,19 @@ impl Lifetimes {
             .iter()
             .map(|(&id, &blocks)| {
                 let size = t.size(id);
-                NeverFreedSize { size, blocks, bytes: size.saturating_mul(blocks) }
+                NeverFreedSize {
+                    size,
+                    blocks,
+                    bytes: size.saturating_mul(blocks),
+                }
             })
             .collect();
-        by_size.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.blocks.cmp(&a.blocks)).then(a.size.cmp(&b.size)));
+        by_size.sort_by(|a, b| {
+            b.bytes
+                .cmp(&a.bytes)
+                .then(b.blocks.cmp(&a.blocks))
+                .then(a.size.cmp(&b.size))
+        });
         by_size.truncate(TOP);
         LifetimesReport {
             freed_blocks: self.freed,
@@ -175,7 +195,11 @@ impl Lifetimes {
             p90_ns: q(&self.ns, 0.9),
             p99_ns: q(&self.ns, 0.99),
             max_ns: self.ns.max(),
-            mean_ns: if self.ns.is_empty() { 0.0 } else { self.ns.mean() },
+            mean_ns: if self.ns.is_empty() {
+                0.0
+            } else {
+                self.ns.mean()
+            },
             buckets: lt_buckets,
             allocs_between: BetweenReport {
                 p50: bq(0.5),
@@ -204,7 +228,9 @@ impl NeverFreed {
         for (i, st) in s.stats.iter().enumerate() {
             if st.live > 0 {
                 n.blocks += st.live;
-                n.bytes = n.bytes.saturating_add(st.live.saturating_mul(t.size(i as u32)));
+                n.bytes = n
+                    .bytes
+                    .saturating_add(st.live.saturating_mul(t.size(i as u32)));
                 n.by_size.insert(i as u32, st.live);
             }
         }

@@ -56,38 +56,71 @@ struct Document<'a> {
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
-    let readers: Vec<LogReader> =
-        a.logs.iter().map(|p| crate::open::open(p)).collect::<Result<_, _>>()?;
+    let readers: Vec<LogReader> = a
+        .logs
+        .iter()
+        .map(|p| crate::open::open(p))
+        .collect::<Result<_, _>>()?;
     let mut table = SizeTable::default();
     let progress = drive::Progress::new(readers.iter().map(|r| r.compressed_bytes()).sum());
-    let mut an: Vec<Analysis> =
-        readers.iter().map(|r| Analysis::new(r.header.pid, a.burst)).collect();
+    let mut an: Vec<Analysis> = readers
+        .iter()
+        .map(|r| Analysis::new(r.header.pid, a.burst))
+        .collect();
     let mut sections = Vec::new();
-    let total;
-    if readers.len() == 1 {
+    let total = if readers.len() == 1 {
         let read = drive::one(&readers[0], &mut an[0], &mut table, &progress);
         progress.done();
-        total = process_section(&a.logs[0], &readers[0], &an[0], read, &mut table);
+        process_section(&a.logs[0], &readers[0], &an[0], read, &mut table)
     } else {
-        let base = readers.iter().map(|r| r.header.start_mono_ns).min().unwrap_or(0);
-        let offsets: Vec<u64> = readers.iter().map(|r| r.header.start_mono_ns - base).collect();
+        let base = readers
+            .iter()
+            .map(|r| r.header.start_mono_ns)
+            .min()
+            .unwrap_or(0);
+        let offsets: Vec<u64> = readers
+            .iter()
+            .map(|r| r.header.start_mono_ns - base)
+            .collect();
         let mut tracker = Tracker::new(readers.len());
-        let reads = drive::many(&readers, &offsets, &mut an, &mut table, &mut tracker, &progress);
+        let reads = drive::many(
+            &readers,
+            &offsets,
+            &mut an,
+            &mut table,
+            &mut tracker,
+            &progress,
+        );
         progress.done();
         for (i, read) in reads.into_iter().enumerate() {
-            sections.push(process_section(&a.logs[i], &readers[i], &an[i], read, &mut table));
+            sections.push(process_section(
+                &a.logs[i],
+                &readers[i],
+                &an[i],
+                read,
+                &mut table,
+            ));
         }
-        total = total_section(&a.logs, &readers, &an, &offsets, &sections, &tracker, &mut table, a.burst);
-    }
+        total_section(
+            &a.logs, &readers, &an, &offsets, &sections, &tracker, &mut table, a.burst,
+        )
+    };
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {
         let doc = if sections.is_empty() {
             serde_json::to_writer_pretty(&mut w, &total)
         } else {
-            serde_json::to_writer_pretty(&mut w, &Document { total: &total, logs: &sections })
+            serde_json::to_writer_pretty(
+                &mut w,
+                &Document {
+                    total: &total,
+                    logs: &sections,
+                },
+            )
         };
-        doc.map_err(|e| e.to_string()).and_then(|_| writeln!(w).map_err(|e| e.to_string()))
+        doc.map_err(|e| e.to_string())
+            .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
         report::write(&mut w, &sections, &total).map_err(|e| e.to_string())
     };
@@ -99,7 +132,13 @@ pub fn run(a: Args) -> Result<i32, String> {
     }
 }
 
-fn process_section(path: &str, r: &LogReader, a: &Analysis, read: ReadReport, t: &mut SizeTable) -> Section {
+fn process_section(
+    path: &str,
+    r: &LogReader,
+    a: &Analysis,
+    read: ReadReport,
+    t: &mut SizeTable,
+) -> Section {
     let h = &r.header;
     let never = NeverFreed::of(&a.sizes, t);
     Section {
@@ -123,14 +162,19 @@ fn process_section(path: &str, r: &LogReader, a: &Analysis, read: ReadReport, t:
         peak_live_bytes: a.heap.peak_bytes,
         peak_live_blocks: a.heap.peak_blocks,
         peak_live_at_ns: a.heap.peak_ts_ns,
-        live_at_end: LiveAtEnd { blocks: a.heap.blocks(), bytes: a.heap.live_bytes },
+        live_at_end: LiveAtEnd {
+            blocks: a.heap.blocks(),
+            bytes: a.heap.live_bytes,
+        },
         unknown_frees: a.heap.unknown_frees,
         address_reuse_conflicts: a.heap.address_reuse_conflicts,
         sizes: a.sizes.report(t),
         slop: slop::report(t, &a.sizes, &a.sizes, a.heap.peak_bytes),
         lifetimes: a.life.report(a.heap.allocs, &never, t),
         threads_detail: a.threads.report(),
-        memory: a.mem.report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
+        memory: a
+            .mem
+            .report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
         latency: a.lat.report(),
     }
 }
@@ -162,14 +206,20 @@ fn total_section(
     let mut backends: Vec<&str> = rs.iter().map(|r| r.header.backend.as_str()).collect();
     backends.sort();
     backends.dedup();
-    let mut read = ReadReport { clean_end: sections.iter().all(|s| s.read.clean_end), ..Default::default() };
+    let mut read = ReadReport {
+        clean_end: sections.iter().all(|s| s.read.clean_end),
+        ..Default::default()
+    };
     for (i, s) in sections.iter().enumerate() {
         read.frames += s.read.frames;
         read.calls_after_cut += s.read.calls_after_cut;
         read.compressed_bytes += s.read.compressed_bytes;
         read.file_bytes += s.read.file_bytes;
         for is in &s.read.issues {
-            read.issues.push(section::Issue { log: Some(paths[i].clone()), ..is.clone() });
+            read.issues.push(section::Issue {
+                log: Some(paths[i].clone()),
+                ..is.clone()
+            });
         }
     }
     Section {
@@ -182,14 +232,19 @@ fn total_section(
         peak_live_bytes: tr.peak_bytes,
         peak_live_blocks: tr.peak_blocks,
         peak_live_at_ns: tr.peak_ts,
-        live_at_end: LiveAtEnd { blocks: tr.live_blocks, bytes: tr.live_bytes },
+        live_at_end: LiveAtEnd {
+            blocks: tr.live_blocks,
+            bytes: tr.live_bytes,
+        },
         unknown_frees: unknown,
         address_reuse_conflicts: conflicts,
         sizes: m.sizes.report(t),
         slop: slop::report(t, &m.sizes, &tr.sizes, tr.peak_bytes),
         lifetimes: m.life.report(allocs, &never, t),
         threads_detail: m.threads.report(),
-        memory: tr.mem.report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
+        memory: tr
+            .mem
+            .report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
         latency: m.lat.report(),
     }
 }

@@ -14,7 +14,9 @@ struct Table {
 
 impl Table {
     fn new(head: &[&str]) -> Table {
-        Table { rows: vec![head.iter().map(|s| s.to_string()).collect()] }
+        Table {
+            rows: vec![head.iter().map(|s| s.to_string()).collect()],
+        }
     }
     fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
@@ -22,7 +24,14 @@ impl Table {
     fn write(&self, w: &mut dyn Write) -> io::Result<()> {
         let n = self.rows.iter().map(|r| r.len()).max().unwrap_or(0);
         let width: Vec<usize> = (0..n)
-            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
         for r in &self.rows {
             let mut line = String::from("   ");
@@ -70,7 +79,11 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     match (&s.log, &s.process) {
         (Some(log), Some(p)) => {
             writeln!(w, "== {log}")?;
-            let args = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
+            let args = if p.cmdline.is_empty() {
+                p.exe.clone()
+            } else {
+                p.cmdline.join(" ")
+            };
             writeln!(
                 w,
                 "   pid {} (parent {}{}) {args}",
@@ -84,7 +97,11 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
                 s.backend, p.backend_version, p.timing, p.on_full, p.clock
             )
         }
-        _ => writeln!(w, "== total of {} processes (backends: {})", s.processes, s.backend),
+        _ => writeln!(
+            w,
+            "== total of {} processes (backends: {})",
+            s.processes, s.backend
+        ),
     }
 }
 
@@ -95,10 +112,18 @@ fn read(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         "   read {} frames, {} compressed{}",
         count(r.frames),
         bytes(r.compressed_bytes),
-        if r.clean_end { "; the log was closed cleanly" } else { "; the log has no end record (process killed, or still running)" }
+        if r.clean_end {
+            "; the log was closed cleanly"
+        } else {
+            "; the log has no end record (process killed, or still running)"
+        }
     )?;
     if r.calls_after_cut > 0 {
-        writeln!(w, "   {} calls made after the exit flush's cut are left out", count(r.calls_after_cut))?;
+        writeln!(
+            w,
+            "   {} calls made after the exit flush's cut are left out",
+            count(r.calls_after_cut)
+        )?;
     }
     for i in &r.issues {
         match &i.log {
@@ -135,7 +160,13 @@ fn totals(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     for d in t.dropped.when.iter().take(3) {
-        writeln!(w, "   dropped {} events on tid {} at {}", count(d.events), d.tid, at(d.ts_ns))?;
+        writeln!(
+            w,
+            "   dropped {} events on tid {} at {}",
+            count(d.events),
+            d.tid,
+            at(d.ts_ns)
+        )?;
     }
     writeln!(
         w,
@@ -164,8 +195,17 @@ fn sizes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     writeln!(w, "\nRequest sizes ({} distinct)", count(z.distinct))?;
     let mut tb = Table::new(&["size", "requests", "share", "bytes"]);
     for b in &z.buckets {
-        let range = if b.from == b.to { bytes(b.from) } else { format!("{} - {}", bytes(b.from), bytes(b.to)) };
-        tb.row(vec![range, count(b.requests), pct(ratio(b.requests, all)), bytes(b.bytes)]);
+        let range = if b.from == b.to {
+            bytes(b.from)
+        } else {
+            format!("{} - {}", bytes(b.from), bytes(b.to))
+        };
+        tb.row(vec![
+            range,
+            count(b.requests),
+            pct(ratio(b.requests, all)),
+            bytes(b.bytes),
+        ]);
     }
     tb.write(w)?;
     let top: Vec<String> = z
@@ -181,15 +221,27 @@ fn sizes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 }
 
 fn slop(w: &mut dyn Write, s: &Section) -> io::Result<()> {
-    writeln!(w, "\nSize-class waste (slop: class size - requested, classes asked of each backend)")?;
-    let mut tb = Table::new(&["backend", "over the run", "share", "at peak", "share", "worst class"]);
+    writeln!(
+        w,
+        "\nSize-class waste (slop: class size - requested, classes asked of each backend)"
+    )?;
+    let mut tb = Table::new(&[
+        "backend",
+        "over the run",
+        "share",
+        "at peak",
+        "share",
+        "worst class",
+    ]);
     for b in s.slop.values() {
         let worst = b
             .classes
             .iter()
             .max_by_key(|c| c.slop_bytes)
             .filter(|c| c.slop_bytes > 0)
-            .map_or("-".into(), |c| format!("{} ({})", bytes(c.class_bytes), bytes(c.slop_bytes)));
+            .map_or("-".into(), |c| {
+                format!("{} ({})", bytes(c.class_bytes), bytes(c.slop_bytes))
+            });
         tb.row(vec![
             format!("{} {}", b.backend, b.version),
             bytes(b.slop_bytes),
@@ -216,8 +268,20 @@ fn lifetimes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     )?;
     let b = &l.allocs_between;
     let mut tb = Table::new(&["", "p50", "p90", "p99", "max"]);
-    tb.row(vec!["time alive".into(), ns(l.p50_ns), ns(l.p90_ns), ns(l.p99_ns), ns(l.max_ns)]);
-    tb.row(vec!["allocations in between".into(), count(b.p50), count(b.p90), count(b.p99), count(b.max)]);
+    tb.row(vec![
+        "time alive".into(),
+        ns(l.p50_ns),
+        ns(l.p90_ns),
+        ns(l.p99_ns),
+        ns(l.max_ns),
+    ]);
+    tb.row(vec![
+        "allocations in between".into(),
+        count(b.p50),
+        count(b.p90),
+        count(b.p99),
+        count(b.max),
+    ]);
     tb.write(w)?;
     let never: Vec<String> = l
         .never_freed_by_size
@@ -234,9 +298,20 @@ fn lifetimes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     let t = &s.threads_detail;
     writeln!(w, "\nThreads")?;
-    let mut tb = Table::new(&["tid", "allocs", "frees", "allocated", "cross-thread frees", "dropped"]);
+    let mut tb = Table::new(&[
+        "tid",
+        "allocs",
+        "frees",
+        "allocated",
+        "cross-thread frees",
+        "dropped",
+    ]);
     for r in t.per_thread.iter().take(ROWS) {
-        let tid = if s.processes > 1 { format!("{}/{}", r.pid, r.tid) } else { r.tid.to_string() };
+        let tid = if s.processes > 1 {
+            format!("{}/{}", r.pid, r.tid)
+        } else {
+            r.tid.to_string()
+        };
         tb.row(vec![
             tid,
             count(r.allocs),
@@ -248,7 +323,11 @@ fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     if t.per_thread.len() > ROWS {
-        writeln!(w, "   ... {} more threads in --json", t.per_thread.len() - ROWS)?;
+        writeln!(
+            w,
+            "   ... {} more threads in --json",
+            t.per_thread.len() - ROWS
+        )?;
     }
     let c = &t.cross_thread_frees;
     let pairs: Vec<String> = c
@@ -262,7 +341,11 @@ fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         "   cross-thread frees: {} ({} of frees){}{}",
         count(c.count),
         pct(c.share),
-        if pairs.is_empty() { "" } else { "; made -> freed by: " },
+        if pairs.is_empty() {
+            ""
+        } else {
+            "; made -> freed by: "
+        },
         pairs.join(", ")
     )?;
     let b = &t.free_bursts;
@@ -313,7 +396,13 @@ fn memory(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         ),
         None => String::new(),
     };
-    writeln!(w, "   peak live {} at {}{}", bytes(s.peak_live_bytes), at(s.peak_live_at_ns), peak)?;
+    writeln!(
+        w,
+        "   peak live {} at {}{}",
+        bytes(s.peak_live_bytes),
+        at(s.peak_live_at_ns),
+        peak
+    )?;
     if let Some(r) = &m.rss_at_end {
         writeln!(
             w,
@@ -328,7 +417,11 @@ fn memory(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 
 fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     let l = &s.latency;
-    writeln!(w, "\nTime inside the allocator ({} timed calls)", count(l.timed_calls))?;
+    writeln!(
+        w,
+        "\nTime inside the allocator ({} timed calls)",
+        count(l.timed_calls)
+    )?;
     if l.timed_calls == 0 {
         return Ok(());
     }
@@ -350,8 +443,18 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     writeln!(w, "   slowest calls ({} in --json):", l.slowest.len())?;
     let mut tb = Table::new(&["op", "inside", "at", "tid", "size"]);
     for c in l.slowest.iter().take(ROWS) {
-        let tid = if s.processes > 1 { format!("{}/{}", c.pid, c.tid) } else { c.tid.to_string() };
-        tb.row(vec![c.op.into(), ns(c.backend_ns), at(c.ts_ns), tid, bytes(c.size)]);
+        let tid = if s.processes > 1 {
+            format!("{}/{}", c.pid, c.tid)
+        } else {
+            c.tid.to_string()
+        };
+        tb.row(vec![
+            c.op.into(),
+            ns(c.backend_ns),
+            at(c.ts_ns),
+            tid,
+            bytes(c.size),
+        ]);
     }
     tb.write(w)
 }

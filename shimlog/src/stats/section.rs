@@ -95,6 +95,11 @@ impl Issue {
             ReadIssue::CorruptHeader { offset, .. } => ("corrupt_header", *offset),
             ReadIssue::CorruptFrame { offset, .. } => ("corrupt_frame", *offset),
         };
-        Issue { log, kind, offset, message: i.to_string() }
+        Issue {
+            log,
+            kind,
+            offset,
+            message: i.to_string(),
+        }
     }
 }

@@ -5,7 +5,7 @@ pub fn count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -45,7 +45,11 @@ pub fn ns(n: u64) -> String {
 /// A point in time of the run (ns since the log's start): seconds with ms precision, or
 /// a smaller unit early in the run.
 pub fn at(n: u64) -> String {
-    if n < 1_000_000_000 { ns(n) } else { format!("{:.3} s", n as f64 / 1e9) }
+    if n < 1_000_000_000 {
+        ns(n)
+    } else {
+        format!("{:.3} s", n as f64 / 1e9)
+    }
 }
 
 /// A rate per second with a k/M/G prefix.

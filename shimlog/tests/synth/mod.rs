@@ -44,11 +44,20 @@ impl Log {
         let mut w = LogWriter::new(fd, 3).expect("writer");
         let reserved = write_header(fd, h).expect("header");
         w.note_header(reserved);
-        Log { path, w, bufs: BTreeMap::new(), streams: BTreeMap::new(), last_ts: 0 }
+        Log {
+            path,
+            w,
+            bufs: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            last_ts: 0,
+        }
     }
 
     fn push(&mut self, stream: u32, op: Op, ts: u64, a: Args, bt: Option<u64>) {
-        let b = self.bufs.entry(stream).or_insert_with(|| Buf::new_boxed(stream));
+        let b = self
+            .bufs
+            .entry(stream)
+            .or_insert_with(|| Buf::new_boxed(stream));
         if !b.has_room() {
             self.w.write_buf(b).expect("write frame");
             b.reset(stream);
@@ -64,7 +73,16 @@ impl Log {
         }
         let s = self.streams.len() as u32 + 1;
         self.streams.insert(tid, s);
-        self.push(s, Op::ThreadStart, ts, Args { value: tid as u64, ..Default::default() }, None);
+        self.push(
+            s,
+            Op::ThreadStart,
+            ts,
+            Args {
+                value: tid as u64,
+                ..Default::default()
+            },
+            None,
+        );
         s
     }
 
@@ -78,21 +96,58 @@ impl Log {
     }
 
     pub fn malloc(&mut self, tid: u32, ts: u64, size: u64, ptr: u64) {
-        self.call(tid, ts, Op::Malloc, Args { size, ptr, ..Default::default() }, None);
+        self.call(
+            tid,
+            ts,
+            Op::Malloc,
+            Args {
+                size,
+                ptr,
+                ..Default::default()
+            },
+            None,
+        );
     }
 
     pub fn free(&mut self, tid: u32, ts: u64, ptr: u64) {
-        self.call(tid, ts, Op::Free, Args { ptr, ..Default::default() }, None);
+        self.call(
+            tid,
+            ts,
+            Op::Free,
+            Args {
+                ptr,
+                ..Default::default()
+            },
+            None,
+        );
     }
 
     pub fn thread_record(&mut self, tid: u32, ts: u64, op: Op, value: u64) {
         let s = self.stream(tid, ts);
-        self.push(s, op, ts, Args { value, ..Default::default() }, None);
+        self.push(
+            s,
+            op,
+            ts,
+            Args {
+                value,
+                ..Default::default()
+            },
+            None,
+        );
     }
 
     /// A process-stream record (RSS, ...).
     pub fn process(&mut self, ts: u64, op: Op, value: u64) {
-        self.push(0, op, ts, Args { value, ..Default::default() }, None);
+        self.push(
+            0,
+            op,
+            ts,
+            Args {
+                value,
+                ..Default::default()
+            },
+            None,
+        );
     }
 
     /// Writes every buffer; with `end`, closes the log with ThreadExits and End.
@@ -114,7 +169,10 @@ impl Log {
 
 /// Runs the real shimlog binary.
 pub fn shimlog(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_shimlog")).args(args).output().expect("run shimlog")
+    std::process::Command::new(env!("CARGO_BIN_EXE_shimlog"))
+        .args(args)
+        .output()
+        .expect("run shimlog")
 }
 
 /// `shimlog stats --json ARGS...`, parsed; panics with stderr when it fails.
@@ -122,7 +180,11 @@ pub fn stats_json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["stats", "--json"];
     a.extend_from_slice(args);
     let o = shimlog(&a);
-    assert!(o.status.success(), "shimlog {a:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "shimlog {a:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).expect("stats --json prints one JSON document")
 }
 
