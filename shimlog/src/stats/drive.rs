@@ -29,7 +29,7 @@ impl Progress {
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} reading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {msg}",
+                "{spinner} {bar:30} {bytes}/{total_bytes} {msg} eta {eta}",
             )
             .expect("progress template")
             .progress_chars("=> "),
@@ -41,7 +41,7 @@ impl Progress {
     fn set(&self, pos: u64, events: u64) {
         if let Some(b) = &self.bar {
             b.set_position(pos);
-            b.set_message(format!("{} M events", events / 1_000_000));
+            b.set_message(format!("{}M events", events / 1_000_000));
         }
     }
 
