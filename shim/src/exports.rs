@@ -50,8 +50,19 @@ fn oom(p: *mut c_void) -> *mut c_void {
     p
 }
 
+// malloc and free forward from a frame of their own: the recording path needs six saved
+// registers, and without the split every forwarded call would push and pop them.
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    if crate::lifecycle::forwarding_only() {
+        return unsafe { oom(be::malloc(size)) };
+    }
+    malloc_recorded(size)
+}
+
+#[inline(never)]
+fn malloc_recorded(size: usize) -> *mut c_void {
     hot::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
         oom(be::malloc(size))
     })
@@ -62,6 +73,14 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
+    if crate::lifecycle::forwarding_only() {
+        return unsafe { be::free(p) };
+    }
+    free_recorded(p)
+}
+
+#[inline(never)]
+fn free_recorded(p: *mut c_void) {
     hot::free(p, || unsafe { be::free(p) })
 }
 
