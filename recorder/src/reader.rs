@@ -319,7 +319,11 @@ pub struct Events<'a> {
     /// Streams not started yet: (first ticks, stream).
     pending: BinaryHeap<Reverse<(u64, u32)>>,
     waiting: HashMap<u32, Vec<usize>>,
-    /// One entry per started stream that has a record in hand.
+    /// The smallest key of all started streams with a record in hand, held out of the
+    /// heap so that a stream producing a run of the smallest keys costs no heap work.
+    top: Option<Key>,
+    /// One entry per other started stream that has a record in hand; every key here is
+    /// larger than `top` (keys are unique: they end in the slot).
     active: BinaryHeap<Reverse<Key>>,
     cursors: Vec<Cursor>,
     /// Slots of finished cursors, reused (with their buffers) by later streams.
@@ -339,14 +343,42 @@ pub struct Events<'a> {
 
 /// Loads the cursor's next record, moving to its next frame when needed. False at the end
 /// of the stream.
+#[inline(always)]
 fn advance(
     src: &mut Src<'_>,
     issues: &mut Vec<ReadIssue>,
     bytes_read: &mut u64,
     c: &mut Cursor,
 ) -> bool {
+    // The common case (another record in the frame in hand) stays inline; the end of a
+    // frame, a malformed record and the end of the stream go out of line.
+    match c.state.next_record(&c.data) {
+        Ok(Some(rec)) => {
+            c.next = rec;
+            true
+        }
+        first => advance_slow(first, src, issues, bytes_read, c),
+    }
+}
+
+/// [`advance`] once the frame in hand gave `first` (its end or a malformed record)
+/// instead of a record: reports, moves to the next frame and goes on from there.
+#[cold]
+#[inline(never)]
+fn advance_slow(
+    first: Result<Option<RawRecord>, usize>,
+    src: &mut Src<'_>,
+    issues: &mut Vec<ReadIssue>,
+    bytes_read: &mut u64,
+    c: &mut Cursor,
+) -> bool {
+    let mut got = Some(first);
     loop {
-        match c.state.next_record(&c.data) {
+        let res = match got.take() {
+            Some(r) => r,
+            None => c.state.next_record(&c.data),
+        };
+        match res {
             Ok(Some(rec)) => {
                 c.next = rec;
                 return true;
@@ -397,6 +429,7 @@ impl<'a> Events<'a> {
             },
             pending,
             waiting,
+            top: None,
             active: BinaryHeap::new(),
             cursors: Vec::new(),
             free_slots: Vec::new(),
@@ -434,7 +467,15 @@ impl<'a> Events<'a> {
         c.state = DecodeState::default();
         c.cur_offset = 0;
         if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
-            self.active.push(Reverse(key(&c.next, stream, slot)));
+            let k = key(&c.next, stream, slot);
+            match self.top {
+                None => self.top = Some(k),
+                Some(t) if k < t => {
+                    self.active.push(Reverse(t));
+                    self.top = Some(k);
+                }
+                Some(_) => self.active.push(Reverse(k)),
+            }
         } else {
             self.free_slots.push(slot);
         }
@@ -460,7 +501,7 @@ impl Events<'_> {
     fn next_record(&mut self) -> Option<Option<Event>> {
         // Bring in every stream that starts no later than the earliest record in hand.
         loop {
-            let head = self.active.peek().map(|Reverse(k)| key_ticks(*k));
+            let head = self.top.map(key_ticks);
             match self.pending.peek().copied() {
                 Some(Reverse((first, s))) if head.is_none_or(|h| first <= h) => {
                     self.pending.pop();
@@ -471,8 +512,8 @@ impl Events<'_> {
             }
         }
         let (ev, skip) = {
-            let mut top = self.active.peek_mut()?;
-            let slot = key_slot(top.0);
+            let top = self.top?;
+            let slot = key_slot(top);
             let c = &mut self.cursors[slot as usize];
             let rec = c.next;
             let h = &self.src.r.header;
@@ -509,10 +550,22 @@ impl Events<'_> {
                 backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
             };
             if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
-                // Replacing the top sifts it down once instead of a pop and a push.
-                top.0 = key(&c.next, c.stream, slot);
+                let k = key(&c.next, c.stream, slot);
+                // While this stream still holds the smallest key it stays out of the heap;
+                // otherwise it trades places with the heap's smallest (one sift-down).
+                if let Some(mut m) = self.active.peek_mut() {
+                    if m.0 < k {
+                        self.top = Some(m.0);
+                        m.0 = k;
+                    } else {
+                        drop(m);
+                        self.top = Some(k);
+                    }
+                } else {
+                    self.top = Some(k);
+                }
             } else {
-                std::collections::binary_heap::PeekMut::pop(top);
+                self.top = self.active.pop().map(|Reverse(k)| k);
                 self.free_slots.push(slot);
             }
             (ev, skip)
