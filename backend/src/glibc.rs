@@ -74,16 +74,20 @@ unsafe fn header_usable_size(p: *mut c_void) -> usize {
     if size & 2 != 0 { chunk - 16 } else { chunk - 8 }
 }
 
+/// glibc's chunk rounding (malloc.c `request2size`, `musable`): a heap chunk is the request
+/// plus one size word, rounded up to 16 bytes, at least 32; requests from the default mmap
+/// threshold (128 KiB) up get their own mapping, rounded up to pages, with a two-word
+/// header. Asking glibc by allocating would not do: a block can come from a free chunk a
+/// little larger than the rounding, so the answer would depend on the asker's heap.
 pub(crate) fn size_class(size: usize) -> usize {
-    unsafe {
-        let p = libc_malloc(size);
-        if p.is_null() {
-            return size;
-        }
-        let u = usable_size(p);
-        libc_free(p);
-        u
+    const SIZE_SZ: usize = 8;
+    const MMAP_THRESHOLD: usize = 128 * 1024;
+    if size >= MMAP_THRESHOLD {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        return (size + SIZE_SZ).next_multiple_of(page) - 2 * SIZE_SZ;
     }
+    let chunk = ((size + SIZE_SZ + 15) & !15).max(32);
+    chunk - SIZE_SZ
 }
 
 pub(crate) fn version() -> &'static str {

@@ -143,9 +143,9 @@ pub unsafe fn usable_size(p: *mut c_void) -> usize {
     unsafe { dispatch!(usable_size(p)) }
 }
 
-/// The usable size a request of `size` bytes gets from backend `b` (its size class), found
-/// by asking the allocator itself: jemalloc `nallocx`, mimalloc `mi_good_size`, glibc by
-/// allocating and reading `malloc_usable_size` (glibc has no query without allocating).
+/// The usable size a request of `size` bytes gets from backend `b` (its size class), as
+/// the allocator itself defines it: jemalloc `nallocx`, mimalloc `mi_good_size`, glibc's
+/// chunk rounding.
 pub fn size_class(b: Backend, size: usize) -> usize {
     match b {
         Backend::Glibc => glibc::size_class(size),

@@ -337,18 +337,25 @@ fn slop_matches_each_backends_usable_size() {
     let j = stats_json(&[&log]);
     let want_total: u64 = sizes.iter().sum();
     for b in Backend::ALL {
-        // Ask the backend: allocate each size, read its usable size, free it.
+        // Ask the backend: allocate every size (all live at once, so that glibc splits
+        // them off its top chunk rather than reusing a slightly larger free one), read the
+        // usable sizes, then free them.
         shim_backend::select(b);
-        let expected: u64 = sizes
+        let blocks: Vec<_> = sizes
             .iter()
-            .map(|&s| unsafe {
-                let p = shim_backend::malloc(s as usize);
+            .map(|&s| {
+                let p = unsafe { shim_backend::malloc(s as usize) };
                 assert!(!p.is_null());
-                let usable = shim_backend::usable_size(p) as u64;
-                shim_backend::free(p);
-                usable - s
+                (p, s)
             })
+            .collect();
+        let expected: u64 = blocks
+            .iter()
+            .map(|&(p, s)| unsafe { shim_backend::usable_size(p) as u64 - s })
             .sum();
+        for (p, _) in blocks {
+            unsafe { shim_backend::free(p) };
+        }
         let s = &j["slop"][b.name()];
         assert_eq!(u(&s["requested_bytes"]), want_total, "{}", b.name());
         assert_eq!(
