@@ -82,11 +82,11 @@ unsafe fn header_usable_size(p: *mut c_void) -> usize {
 pub(crate) fn size_class(size: usize) -> usize {
     const SIZE_SZ: usize = 8;
     const MMAP_THRESHOLD: usize = 128 * 1024;
+    let chunk = ((size + SIZE_SZ + 15) & !15).max(32);
     if size >= MMAP_THRESHOLD {
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        return (size + SIZE_SZ).next_multiple_of(page) - 2 * SIZE_SZ;
+        return (chunk + SIZE_SZ).next_multiple_of(page) - 2 * SIZE_SZ;
     }
-    let chunk = ((size + SIZE_SZ + 15) & !15).max(32);
     chunk - SIZE_SZ
 }
 
