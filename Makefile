@@ -3,6 +3,7 @@
 # make test     every test (unit, property, integration with real programs)
 # make bench    the benchmarks; rewrites BENCHMARKS.md and bench/results.json
 
+SHELL   := /bin/bash
 CARGO   ?= cargo
 REL     := target/release
 SHIM    := $(REL)/libshim.so
@@ -31,9 +32,12 @@ demo: build $(DEMO)/demo
 	$(SHIMLOG) replay $(DEMO)/demo.*.shimlog
 
 # Unit and property tests build in the dev profile; the integration tests (itest/, the
-# shimlog tests) run the release libshim.so and shimlog, built first.
+# shimlog tests) run the release libshim.so and shimlog, built first. The bench programs
+# then run once briefly (no figures), to check they still work.
 test: build
-	$(CARGO) test --workspace --no-fail-fast
+	set -o pipefail; $(CARGO) test --workspace --no-fail-fast 2>&1 | tee target/test.log
+	bash bench/run.sh --smoke
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log
 
 bench: build
 	bash bench/run.sh
