@@ -39,16 +39,7 @@ struct Worker<'a> {
     me: u32,
     slots: &'a [Slot],
     progress: &'a Progress,
-    lat: Latency,
-    slop: Slop,
-    counts: [u64; 11],
-    cross_frees: u64,
-    cross_reallocs: u64,
-    waits: u64,
-    failures: u64,
-    misaligned: u64,
-    live: i64,
-    ops: u64,
+    t: Tally,
     touch: bool,
     buf: Vec<u8>,
 }
@@ -110,31 +101,35 @@ impl Worker<'_> {
     #[inline(always)]
     fn got(&mut self, s: &Slot, p: *mut c_void, requested: u64, bytes: u64) {
         if p.is_null() {
-            self.failures += 1;
+            self.t.failures += 1;
             s.ptr.store(0, Relaxed);
             s.requested.store(0, Relaxed);
             return;
         }
         let usable = unsafe { shim_backend::usable_size(p) } as u64;
-        self.slop.add(requested, usable);
+        self.t.slop.add(requested, usable);
         if self.touch {
             unsafe { core::ptr::write_bytes(p as *mut u8, 0x5a, bytes as usize) };
         }
         s.ptr.store(p as usize, Relaxed);
         s.requested.store(requested, Relaxed);
         s.owner.store(self.me, Relaxed);
-        self.live += requested as i64;
+        self.t.live += requested as i64;
     }
 
     #[inline(always)]
     fn op(&mut self, o: &plan::PlanOp) {
         let Some(s) = self.slots.get(o.slot as usize) else {
-            fatal(format!("the plan names slot {} of {}", o.slot, self.slots.len()))
+            fatal(format!(
+                "the plan names slot {} of {}",
+                o.slot,
+                self.slots.len()
+            ))
         };
         let seq = match o.wait {
             Some(q) => {
                 if wait_for(&s.done, q) {
-                    self.waits += 1;
+                    self.t.waits += 1;
                 }
                 q
             }
@@ -152,17 +147,23 @@ impl Worker<'_> {
                     }
                 };
                 let t1 = clock::now();
-                self.lat.record(action as usize, t1.wrapping_sub(t0));
-                if action == Action::Memalign && (p as usize) & (o.align as usize).wrapping_sub(1) != 0 {
-                    self.misaligned += 1;
+                self.t.lat.record(action as usize, t1.wrapping_sub(t0));
+                if action == Action::Memalign
+                    && (p as usize) & (o.align as usize).wrapping_sub(1) != 0
+                {
+                    self.t.misaligned += 1;
                 }
-                let bytes = if action == Action::Calloc { o.requested } else { o.size };
+                let bytes = if action == Action::Calloc {
+                    o.requested
+                } else {
+                    o.size
+                };
                 self.got(s, p, o.requested, bytes);
             }
             Action::Realloc => {
                 let p = s.ptr.load(Relaxed) as *mut c_void;
                 if s.owner.load(Relaxed) != self.me {
-                    self.cross_reallocs += 1;
+                    self.t.cross_reallocs += 1;
                 }
                 let t0 = clock::now();
                 let q = unsafe {
@@ -174,38 +175,42 @@ impl Worker<'_> {
                     }
                 };
                 let t1 = clock::now();
-                self.lat.record(Action::Realloc as usize, t1.wrapping_sub(t0));
+                self.t
+                    .lat
+                    .record(Action::Realloc as usize, t1.wrapping_sub(t0));
                 if q.is_null() && !p.is_null() {
                     // A failed realloc leaves the block as it was.
-                    self.failures += 1;
+                    self.t.failures += 1;
                 } else {
-                    self.live -= s.requested.load(Relaxed) as i64;
+                    self.t.live -= s.requested.load(Relaxed) as i64;
                     self.got(s, q, o.requested, o.size);
                 }
             }
             Action::Free => {
                 let p = s.ptr.load(Relaxed) as *mut c_void;
                 if s.owner.load(Relaxed) != self.me {
-                    self.cross_frees += 1;
+                    self.t.cross_frees += 1;
                 }
                 if !p.is_null() {
                     let t0 = clock::now();
                     unsafe { shim_backend::free(p) };
                     let t1 = clock::now();
-                    self.lat.record(Action::Free as usize, t1.wrapping_sub(t0));
+                    self.t
+                        .lat
+                        .record(Action::Free as usize, t1.wrapping_sub(t0));
                 }
-                self.live -= s.requested.load(Relaxed) as i64;
+                self.t.live -= s.requested.load(Relaxed) as i64;
                 s.ptr.store(0, Relaxed);
                 s.requested.store(0, Relaxed);
             }
         }
         s.done.store(seq.wrapping_add(1), Release);
-        if let Some(c) = self.counts.get_mut(o.op as usize) {
+        if let Some(c) = self.t.counts.get_mut(o.op as usize) {
             *c += 1;
         }
-        self.ops += 1;
-        self.progress.ops.store(self.ops, Relaxed);
-        self.progress.live.store(self.live, Relaxed);
+        self.t.ops += 1;
+        self.progress.ops.store(self.t.ops, Relaxed);
+        self.progress.live.store(self.t.live, Relaxed);
     }
 
     /// Replays every op of `tp`, reading its chunks from `file`.
@@ -223,7 +228,10 @@ impl Worker<'_> {
             let mut pos = 0;
             while pos < len {
                 let Some(o) = plan::decode(&buf[..len], &mut pos, prev_ts) else {
-                    fatal(format!("the replay plan is corrupt at byte {}", c.offset + pos as u64))
+                    fatal(format!(
+                        "the replay plan is corrupt at byte {}",
+                        c.offset + pos as u64
+                    ))
                 };
                 prev_ts = o.ts_ns;
                 if let Some((base, first)) = pace {
@@ -245,7 +253,8 @@ fn touch_pages(p: *mut u8, len: usize) {
     }
 }
 
-struct Done {
+/// What one replay thread counted and measured.
+struct Tally {
     lat: Latency,
     slop: Slop,
     counts: [u64; 11],
@@ -256,6 +265,28 @@ struct Done {
     misaligned: u64,
     live: i64,
     ops: u64,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            lat: Latency::new(),
+            slop: Slop::new(),
+            counts: [0; 11],
+            cross_frees: 0,
+            cross_reallocs: 0,
+            waits: 0,
+            failures: 0,
+            misaligned: 0,
+            live: 0,
+            ops: 0,
+        }
+    }
+}
+
+/// A replay thread's result.
+struct Done {
+    t: Tally,
     tid: u32,
     run_ns: u64,
 }
@@ -280,7 +311,12 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     }
     let n = meta.threads.len();
     let progress: Vec<Progress> = (0..n).map(|_| Progress::default()).collect();
-    let max_chunk = meta.threads.iter().flat_map(|t| &t.chunks).map(|c| c.len as usize).max();
+    let max_chunk = meta
+        .threads
+        .iter()
+        .flat_map(|t| &t.chunks)
+        .map(|c| c.len as usize)
+        .max();
     let buf_len = max_chunk.unwrap_or(0).max(plan::CHUNK);
     let mut workers: Vec<Worker> = (0..n)
         .map(|i| {
@@ -290,22 +326,13 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
                 me: i as u32,
                 slots: &slots,
                 progress: &progress[i],
-                lat: Latency::new(),
-                slop: Slop::new(),
-                counts: [0; 11],
-                cross_frees: 0,
-                cross_reallocs: 0,
-                waits: 0,
-                failures: 0,
-                misaligned: 0,
-                live: 0,
-                ops: 0,
+                t: Tally::new(),
                 touch: o.touch,
                 buf,
             }
         })
         .collect();
-    let histogram_bytes = workers.iter().map(|w| w.lat.bytes()).sum::<u64>();
+    let histogram_bytes = workers.iter().map(|w| w.t.lat.bytes()).sum::<u64>();
     let mut total_lat = Latency::new();
     let mut total_slop = Slop::new();
     let mut sampler = Sampler::new();
@@ -350,16 +377,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
                     w.run(tp, file, pace.then_some((base, pace_first)));
                     let end = clock::mono_ns();
                     Done {
-                        lat: w.lat,
-                        slop: w.slop,
-                        counts: w.counts,
-                        cross_frees: w.cross_frees,
-                        cross_reallocs: w.cross_reallocs,
-                        waits: w.waits,
-                        failures: w.failures,
-                        misaligned: w.misaligned,
-                        live: w.live,
-                        ops: w.ops,
+                        t: w.t,
                         tid: tp.tid,
                         run_ns: end.saturating_sub(base),
                     }
@@ -389,7 +407,10 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         go.wait();
         let dones: Vec<Done> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| fatal("a replay thread panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| fatal("a replay thread panicked".into()))
+            })
             .collect();
         let end_ns = clock::mono_ns();
         stop.store(true, Relaxed);
@@ -400,7 +421,11 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     let start = start_ns.load(Relaxed);
     let wall_ns = end_ns.saturating_sub(start);
     let end_rss = statm.rss_bytes().saturating_sub(baseline);
-    let hwm = if hwm_reset { measure::vm_hwm_bytes() } else { None };
+    let hwm = if hwm_reset {
+        measure::vm_hwm_bytes()
+    } else {
+        None
+    };
     let huge = measure::anon_huge_pages_bytes();
     let stats = shim_backend::stats::allocator_stats(backend);
     if let Some(b) = &bar {
@@ -415,26 +440,34 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
 
     let mut counts = [0u64; 11];
     let mut threads = Vec::with_capacity(dones.len());
-    let mut r = Replay { version: backend.version(), wall_ns, ..Replay::default() };
+    let mut r = Replay {
+        version: backend.version(),
+        wall_ns,
+        ..Replay::default()
+    };
     for d in &dones {
-        total_lat.merge(&d.lat);
-        total_slop.merge(&d.slop);
-        for (c, x) in counts.iter_mut().zip(d.counts) {
+        total_lat.merge(&d.t.lat);
+        total_slop.merge(&d.t.slop);
+        for (c, x) in counts.iter_mut().zip(d.t.counts) {
             *c += x;
         }
-        r.cross_thread_frees += d.cross_frees;
-        r.cross_thread_reallocs += d.cross_reallocs;
-        r.waits += d.waits;
-        r.replay_failures += d.failures;
-        r.misaligned_results += d.misaligned;
-        r.end_live_bytes += d.live;
-        r.ops_total += d.ops;
+        r.cross_thread_frees += d.t.cross_frees;
+        r.cross_thread_reallocs += d.t.cross_reallocs;
+        r.waits += d.t.waits;
+        r.replay_failures += d.t.failures;
+        r.misaligned_results += d.t.misaligned;
+        r.end_live_bytes += d.t.live;
+        r.ops_total += d.t.ops;
         threads.push(ThreadResult {
             tid: d.tid,
-            ops: d.ops,
+            ops: d.t.ops,
             run_ns: d.run_ns,
-            events_per_s: if d.run_ns > 0 { d.ops as f64 * 1e9 / d.run_ns as f64 } else { 0.0 },
-            waits: d.waits,
+            events_per_s: if d.run_ns > 0 {
+                d.t.ops as f64 * 1e9 / d.run_ns as f64
+            } else {
+                0.0
+            },
+            waits: d.t.waits,
         });
     }
     let mut all = Latency::new();
@@ -442,13 +475,18 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     for a in Action::ALL {
         let i = a as usize;
         if !total_lat.h[i].is_empty() {
-            r.latency
-                .insert(a.name().into(), measure::percentiles(&total_lat.h[i], total_lat.total[i], tpn));
+            r.latency.insert(
+                a.name().into(),
+                measure::percentiles(&total_lat.h[i], total_lat.total[i], tpn),
+            );
             let _ = all.h[0].add(&total_lat.h[i]);
             all_total = all_total.wrapping_add(total_lat.total[i]);
         }
     }
-    r.latency.insert("all".into(), measure::percentiles(&all.h[0], all_total, tpn));
+    r.latency.insert(
+        "all".into(),
+        measure::percentiles(&all.h[0], all_total, tpn),
+    );
     r.alloc_ns_total = (all_total as f64 / tpn) as u64;
     r.ops = counts
         .iter()
@@ -456,7 +494,11 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         .filter(|(_, c)| **c > 0)
         .filter_map(|(i, c)| Some((Op::from_u8(i as u8)?.name().to_string(), *c)))
         .collect::<BTreeMap<_, _>>();
-    let mut rates: Vec<f64> = threads.iter().filter(|t| t.ops > 0).map(|t| t.events_per_s).collect();
+    let mut rates: Vec<f64> = threads
+        .iter()
+        .filter(|t| t.ops > 0)
+        .map(|t| t.events_per_s)
+        .collect();
     rates.sort_by(|a, b| a.total_cmp(b));
     if !rates.is_empty() {
         r.events_per_s_per_thread = Throughput {
@@ -465,7 +507,11 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
             max: rates[rates.len() - 1],
         };
     }
-    r.events_per_s_total = if wall_ns > 0 { r.ops_total as f64 * 1e9 / wall_ns as f64 } else { 0.0 };
+    r.events_per_s_total = if wall_ns > 0 {
+        r.ops_total as f64 * 1e9 / wall_ns as f64
+    } else {
+        0.0
+    };
     r.threads = threads;
     r.cpu_user_ns = after.user_ns;
     r.cpu_sys_ns = after.sys_ns;
@@ -477,8 +523,14 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     r.slop_bytes_total = r.slop.iter().map(|c| c.slop_bytes).sum();
     r.requested_bytes_total = r.slop.iter().map(|c| c.requested_bytes).sum();
     let (peak, source) = match hwm {
-        Some(h) => (h.saturating_sub(baseline).max(sampler.peak_rss), "VmHWM (reset at the start) minus the baseline"),
-        None => (sampler.peak_rss, "sampled /proc/self/statm (VmHWM could not be reset)"),
+        Some(h) => (
+            h.saturating_sub(baseline).max(sampler.peak_rss),
+            "VmHWM (reset at the start) minus the baseline",
+        ),
+        None => (
+            sampler.peak_rss,
+            "sampled /proc/self/statm (VmHWM could not be reset)",
+        ),
     };
     r.memory = Memory {
         peak_rss_bytes: peak,
@@ -486,7 +538,11 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         end_rss_bytes: end_rss,
         end_huge_page_bytes: huge.map(|h| h.saturating_sub(base_huge)),
         ideal_bytes: meta.ideal_bytes,
-        fragmentation: if meta.ideal_bytes > 0 { peak as f64 / meta.ideal_bytes as f64 } else { 0.0 },
+        fragmentation: if meta.ideal_bytes > 0 {
+            peak as f64 / meta.ideal_bytes as f64
+        } else {
+            0.0
+        },
         peak_source: source.into(),
         samples: std::mem::take(&mut sampler.samples),
         sample_interval_ns: sampler.interval_ns,
