@@ -4,7 +4,7 @@
 //! Memory is bounded by the number of threads whose streams overlap in time (one
 //! decompressed frame each) plus the frame index, never by the number of events. The file
 //! must be seekable (frames of one thread are read where they lie).
-use crate::buffer::{DecodeState, RawRecord};
+use crate::buffer::DecodeState;
 use crate::event::{Event, Op};
 use crate::format::{self, FrameHeader, Header};
 use std::cmp::Reverse;
@@ -270,6 +270,10 @@ impl LogReader {
     }
 }
 
+/// Records a cursor decodes at a time: small enough that the batches of many streams stay
+/// in cache, large enough that decoding runs as a tight loop.
+const BATCH: usize = 128;
+
 /// One thread's stream while the merge reads it.
 struct Cursor {
     stream: u32,
@@ -279,57 +283,204 @@ struct Cursor {
     data: Vec<u8>,
     state: DecodeState,
     cur_offset: u64,
-    /// The stream's next record (valid while the cursor is in the heap).
-    next: RawRecord,
+    /// The stream's decoded records, `len` of them, not yet handed out from `pos` on,
+    /// with their keys.
+    batch: Box<[Event; BATCH]>,
+    keys: Box<[Key; BATCH]>,
+    len: usize,
+    pos: usize,
 }
 
-/// Merge order, packed into one integer so that the heap compares cheaply: ticks (high 64
-/// bits), then a free before anything else (its block may be the one the other record
-/// returns), then the stream; the low 31 bits are the cursor's slot.
-type Key = u128;
-const SLOT_BITS: u32 = 31;
+/// Merge order, packed into one integer so that comparing two is one instruction: ticks
+/// since the log's earliest frame (high bits), then a free before anything else (its block
+/// may be the one the other record returns), then the cursor's slot (the low `Order::slot_bits`
+/// bits). `EMPTY` (every bit set) marks a slot with no stream.
+type Key = u64;
+const EMPTY: Key = Key::MAX;
 
-#[inline(always)]
-fn key(r: &RawRecord, stream: u32, slot: u32) -> Key {
-    let class: u64 = if r.op == Op::Free { 0 } else { 1 };
-    let low = (class << 63) | ((stream as u64) << SLOT_BITS) | slot as u64;
-    ((r.ticks as u128) << 64) | low as u128
+/// How keys are packed for one log: enough slot bits for every stream in it, the rest for
+/// ticks. Ticks beyond what fits (a log spanning more than ~2^(63 - slot_bits) ticks, over a
+/// year for a log of a thousand threads at the shim's clock rate) or before the earliest
+/// frame (only a corrupt log) are clamped, and such records merge at the clamp.
+#[derive(Clone, Copy)]
+struct Order {
+    base: u64,
+    slot_bits: u32,
+    max_rel: u64,
 }
 
-#[inline(always)]
-fn key_ticks(k: Key) -> u64 {
-    (k >> 64) as u64
+impl Order {
+    fn new(base: u64, streams: usize) -> Order {
+        let slot_bits = (usize::BITS - streams.max(1).leading_zeros()).max(1);
+        Order {
+            base,
+            slot_bits,
+            max_rel: (1u64 << (63 - slot_bits)) - 2,
+        }
+    }
+
+    #[inline(always)]
+    fn key(&self, ticks: u64, op: Op, slot: u32) -> Key {
+        let rel = ticks.saturating_sub(self.base).min(self.max_rel);
+        let class = (op != Op::Free) as u64;
+        (rel << (self.slot_bits + 1)) | (class << self.slot_bits) | slot as u64
+    }
+
+    /// The ticks a key was made from (clamped as above).
+    #[inline(always)]
+    fn ticks(&self, k: Key) -> u64 {
+        (k >> (self.slot_bits + 1)) + self.base
+    }
+
+    #[inline(always)]
+    fn slot(&self, k: Key) -> u32 {
+        (k & ((1u64 << self.slot_bits) - 1)) as u32
+    }
 }
 
-#[inline(always)]
-fn key_slot(k: Key) -> u32 {
-    (k as u32) & ((1 << SLOT_BITS) - 1)
-}
-
-/// What decoding needs besides the cursor being advanced.
+/// What decoding needs besides the cursor being filled.
 struct Src<'a> {
     r: &'a LogReader,
     comp: Vec<u8>,
     dctx: Option<zstd::bulk::Decompressor<'static>>,
+    /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
+    ticks_are_ns: bool,
+    order: Order,
+    /// Problems met while decoding frames.
+    issues: Vec<ReadIssue>,
+    bytes_read: u64,
+    clean_end: bool,
+    after_cut: u64,
 }
 
-/// The merged iterator returned by [`LogReader::events`].
+impl Src<'_> {
+    #[inline(always)]
+    fn ns(&self, ticks: u64) -> u64 {
+        if self.ticks_are_ns {
+            ticks
+        } else {
+            self.r.header.ticks_to_ns(ticks)
+        }
+    }
+
+    /// Refills `c.batch` with the stream's next records (up to BATCH), moving to its next
+    /// frames as needed. False at the end of the stream.
+    fn refill(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        c.len = 0;
+        c.pos = 0;
+        let cut = self.r.cut_ticks;
+        let h = &self.r.header;
+        loop {
+            while c.len < BATCH {
+                if let Some(m) = c.state.next_common(&c.data) {
+                    if cut.is_some_and(|cut| m.ticks > cut) {
+                        self.after_cut += 1;
+                        continue;
+                    }
+                    let op = if m.free { Op::Free } else { Op::Malloc };
+                    c.keys[c.len] = self.order.key(m.ticks, op, slot);
+                    c.batch[c.len] = Event {
+                        ts_ns: self.ns(m.ticks),
+                        tid: c.tid,
+                        stream: c.stream,
+                        op,
+                        ptr: m.ptr,
+                        size: m.size,
+                        count: 0,
+                        align: 0,
+                        old: 0,
+                        value: 0,
+                        backend_ns: m.backend_ticks.map(|t| h.dur_ns(t)),
+                    };
+                    c.len += 1;
+                    continue;
+                }
+                let rec = match c.state.next_record(&c.data) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => break,
+                    Err(at) => {
+                        self.issues.push(ReadIssue::CorruptFrame {
+                            offset: c.cur_offset,
+                            reason: format!("malformed record at byte {at} of its records"),
+                        });
+                        c.state = DecodeState::new(0);
+                        c.data.clear();
+                        break;
+                    }
+                };
+                if rec.op.is_alloc_family() && cut.is_some_and(|cut| rec.ticks > cut) {
+                    self.after_cut += 1;
+                    continue;
+                }
+                if rec.op == Op::ThreadStart {
+                    c.tid = rec.args.value as u32;
+                }
+                let mut value = rec.args.value;
+                if rec.op == Op::End {
+                    self.clean_end = true;
+                    if value != 0 {
+                        value = self.ns(value);
+                    }
+                }
+                c.keys[c.len] = self.order.key(rec.ticks, rec.op, slot);
+                c.batch[c.len] = Event {
+                    ts_ns: self.ns(rec.ticks),
+                    tid: c.tid,
+                    stream: c.stream,
+                    op: rec.op,
+                    ptr: rec.args.ptr,
+                    size: rec.args.size,
+                    count: rec.args.count,
+                    align: rec.args.align,
+                    old: rec.args.old,
+                    value,
+                    backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
+                };
+                c.len += 1;
+            }
+            if c.len > 0 {
+                return true;
+            }
+            // The frame in hand is used up: on to the stream's next one.
+            let Some(fi) = c.frames.next() else {
+                return false;
+            };
+            let info = self.r.frames[fi];
+            c.cur_offset = info.offset;
+            self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
+            let r = self.r;
+            if let Err(reason) = r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut c.data) {
+                self.issues.push(ReadIssue::CorruptFrame {
+                    offset: info.offset,
+                    reason,
+                });
+                c.data.clear();
+            }
+            c.state = DecodeState::new(info.h.first_ticks);
+        }
+    }
+}
+
+/// The merged iterator returned by [`LogReader::events`]: a loser tree over the started
+/// streams, each decoded a batch at a time.
 pub struct Events<'a> {
     src: Src<'a>,
     /// Streams not started yet: (first ticks, stream).
     pending: BinaryHeap<Reverse<(u64, u32)>>,
     waiting: HashMap<u32, Vec<usize>>,
-    /// The smallest key of all started streams with a record in hand, held out of the
-    /// heap so that a stream producing a run of the smallest keys costs no heap work.
-    top: Option<Key>,
-    /// One entry per other started stream that has a record in hand; every key here is
-    /// larger than `top` (keys are unique: they end in the slot).
-    active: BinaryHeap<Reverse<Key>>,
     cursors: Vec<Cursor>,
+    /// The tournament: `tree[0]` is the smallest key of all slots, `tree[n]` for n in
+    /// 1..cap the loser of the match at node n; slot s is leaf cap + s. Replaying a slot's
+    /// new key after it won costs log2(cap) comparisons and no unpredictable branch.
+    tree: Vec<Key>,
+    /// The current key of each slot (EMPTY for an unused one).
+    leaves: Vec<Key>,
     /// Slots of finished cursors, reused (with their buffers) by later streams.
     free_slots: Vec<u32>,
-    /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
-    ticks_are_ns: bool,
+    /// Merged events handed out one at a time by `next`: `chunk[chunk_pos..chunk_len]`.
+    chunk: Vec<Event>,
+    chunk_pos: usize,
+    chunk_len: usize,
     /// Problems met while decoding frames.
     pub issues: Vec<ReadIssue>,
     /// Compressed bytes of the frames decoded so far (for progress).
@@ -339,75 +490,6 @@ pub struct Events<'a> {
     pub decoded: u64,
     /// Calls left out because they were stamped after the final flush's cut.
     pub after_cut: u64,
-}
-
-/// Loads the cursor's next record, moving to its next frame when needed. False at the end
-/// of the stream.
-#[inline(always)]
-fn advance(
-    src: &mut Src<'_>,
-    issues: &mut Vec<ReadIssue>,
-    bytes_read: &mut u64,
-    c: &mut Cursor,
-) -> bool {
-    // The common case (another record in the frame in hand) stays inline; the end of a
-    // frame, a malformed record and the end of the stream go out of line.
-    match c.state.next_record(&c.data) {
-        Ok(Some(rec)) => {
-            c.next = rec;
-            true
-        }
-        first => advance_slow(first, src, issues, bytes_read, c),
-    }
-}
-
-/// [`advance`] once the frame in hand gave `first` (its end or a malformed record)
-/// instead of a record: reports, moves to the next frame and goes on from there.
-#[cold]
-#[inline(never)]
-fn advance_slow(
-    first: Result<Option<RawRecord>, usize>,
-    src: &mut Src<'_>,
-    issues: &mut Vec<ReadIssue>,
-    bytes_read: &mut u64,
-    c: &mut Cursor,
-) -> bool {
-    let mut got = Some(first);
-    loop {
-        let res = match got.take() {
-            Some(r) => r,
-            None => c.state.next_record(&c.data),
-        };
-        match res {
-            Ok(Some(rec)) => {
-                c.next = rec;
-                return true;
-            }
-            Ok(None) => {}
-            Err(at) => issues.push(ReadIssue::CorruptFrame {
-                offset: c.cur_offset,
-                reason: format!("malformed record at byte {at} of its records"),
-            }),
-        }
-        let Some(fi) = c.frames.next() else {
-            return false;
-        };
-        let info = src.r.frames[fi];
-        c.cur_offset = info.offset;
-        *bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
-        let r = src.r;
-        match r.read_frame(&info, &mut src.comp, &mut src.dctx, &mut c.data) {
-            Ok(()) => c.state = DecodeState::new(info.h.first_ticks),
-            Err(reason) => {
-                issues.push(ReadIssue::CorruptFrame {
-                    offset: info.offset,
-                    reason,
-                });
-                c.data.clear();
-                c.state = DecodeState::new(info.h.first_ticks);
-            }
-        }
-    }
 }
 
 impl<'a> Events<'a> {
@@ -426,14 +508,25 @@ impl<'a> Events<'a> {
                 r,
                 comp: Vec::new(),
                 dctx: None,
+                ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
+                order: Order::new(
+                    r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0),
+                    waiting.len(),
+                ),
+                issues: Vec::new(),
+                bytes_read: 0,
+                clean_end: false,
+                after_cut: 0,
             },
             pending,
             waiting,
-            top: None,
-            active: BinaryHeap::new(),
             cursors: Vec::new(),
+            tree: vec![EMPTY; 1],
+            leaves: vec![EMPTY; 1],
             free_slots: Vec::new(),
-            ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
+            chunk: Vec::new(),
+            chunk_pos: 0,
+            chunk_len: 0,
             issues: Vec::new(),
             bytes_read: 0,
             clean_end: false,
@@ -442,6 +535,41 @@ impl<'a> Events<'a> {
         }
     }
 
+    /// Rebuilds the tournament from `leaves` (when a stream starts).
+    fn rebuild(&mut self) {
+        let cap = self.leaves.len();
+        // winners[n]: the winner of the subtree at node n (leaves at cap..2cap).
+        let mut win = vec![EMPTY; 2 * cap];
+        win[cap..].copy_from_slice(&self.leaves);
+        self.tree.clear();
+        self.tree.resize(cap, EMPTY);
+        for n in (1..cap).rev() {
+            let (a, b) = (win[2 * n], win[2 * n + 1]);
+            win[n] = a.min(b);
+            self.tree[n] = a.max(b);
+        }
+        self.tree[0] = win[1];
+    }
+
+    /// After the winning slot's key changed to `k`: plays it up its path.
+    #[inline(always)]
+    fn replay(&mut self, slot: u32, k: Key) {
+        let cap = self.leaves.len();
+        self.leaves[slot as usize] = k;
+        let mut cur = k;
+        let mut n = (cap + slot as usize) >> 1;
+        while n >= 1 {
+            let l = self.tree[n];
+            // Which stream wins is data, not a pattern: min and max, not a branch.
+            self.tree[n] = l.max(cur);
+            cur = l.min(cur);
+            n >>= 1;
+        }
+        self.tree[0] = cur;
+    }
+
+    /// Starts a stream: a slot (growing the tree when all are taken), its first batch,
+    /// and the tournament rebuilt with it.
     fn activate(&mut self, stream: u32) {
         let frames = self.waiting.remove(&stream).unwrap_or_default();
         let slot = match self.free_slots.pop() {
@@ -454,9 +582,16 @@ impl<'a> Events<'a> {
                     data: Vec::new(),
                     state: DecodeState::default(),
                     cur_offset: 0,
-                    next: RawRecord::default(),
+                    batch: Box::new([Event::default(); BATCH]),
+                    keys: Box::new([EMPTY; BATCH]),
+                    len: 0,
+                    pos: 0,
                 });
-                (self.cursors.len() - 1) as u32
+                let s = self.cursors.len() - 1;
+                if s >= self.leaves.len() {
+                    self.leaves.resize(self.leaves.len() * 2, EMPTY);
+                }
+                s as u32
             }
         };
         let c = &mut self.cursors[slot as usize];
@@ -466,115 +601,84 @@ impl<'a> Events<'a> {
         c.data.clear();
         c.state = DecodeState::default();
         c.cur_offset = 0;
-        if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
-            let k = key(&c.next, stream, slot);
-            match self.top {
-                None => self.top = Some(k),
-                Some(t) if k < t => {
-                    self.active.push(Reverse(t));
-                    self.top = Some(k);
-                }
-                Some(_) => self.active.push(Reverse(k)),
-            }
+        if self.src.refill(c, slot) {
+            self.leaves[slot as usize] = c.keys[0];
         } else {
+            self.leaves[slot as usize] = EMPTY;
             self.free_slots.push(slot);
         }
+        self.rebuild();
+    }
+
+    /// Fills `out` with the next events in merged order; returns how many it wrote (fewer
+    /// than `out.len()` only at the end of the log). Cheaper than calling `next` for each.
+    pub fn fill(&mut self, out: &mut [Event]) -> usize {
+        let mut n = 0;
+        let mut next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+        while n < out.len() {
+            let mut top = self.tree[0];
+            // Bring in every stream that starts no later than the earliest record in hand.
+            while next_start != u64::MAX && (top == EMPTY || next_start <= self.src.order.ticks(top)) {
+                let Reverse((_, s)) = self.pending.pop().expect("pending stream");
+                self.activate(s);
+                next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+                top = self.tree[0];
+            }
+            if top == EMPTY {
+                break;
+            }
+            let slot = self.src.order.slot(top);
+            let c = &mut self.cursors[slot as usize];
+            out[n] = c.batch[c.pos];
+            n += 1;
+            c.pos += 1;
+            let k = if c.pos < c.len {
+                c.keys[c.pos]
+            } else if self.src.refill(c, slot) {
+                c.keys[0]
+            } else {
+                self.free_slots.push(slot);
+                EMPTY
+            };
+            self.replay(slot, k);
+        }
+        self.decoded += n as u64;
+        self.sync();
+        n
+    }
+
+    /// Copies the decoder's counters to the public fields.
+    fn sync(&mut self) {
+        if self.src.issues.len() > self.issues.len() {
+            let new = self.src.issues[self.issues.len()..].to_vec();
+            self.issues.extend(new);
+        }
+        self.bytes_read = self.src.bytes_read;
+        self.clean_end = self.src.clean_end;
+        self.after_cut = self.src.after_cut;
     }
 }
+
+/// Events `next` merges at a time.
+const CHUNK: usize = 256;
 
 impl Iterator for Events<'_> {
     type Item = Event;
 
     #[inline]
     fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(ev) = self.next_record()? {
-                return Some(ev);
+        if self.chunk_pos == self.chunk_len {
+            let mut chunk = std::mem::take(&mut self.chunk);
+            chunk.resize(CHUNK, Event::default());
+            self.chunk_len = self.fill(&mut chunk);
+            self.chunk = chunk;
+            self.chunk_pos = 0;
+            if self.chunk_len == 0 {
+                return None;
             }
         }
-    }
-}
-
-impl Events<'_> {
-    /// The next record in merged order: Some(None) for one left out after the cut.
-    #[inline]
-    fn next_record(&mut self) -> Option<Option<Event>> {
-        // Bring in every stream that starts no later than the earliest record in hand.
-        loop {
-            let head = self.top.map(key_ticks);
-            match self.pending.peek().copied() {
-                Some(Reverse((first, s))) if head.is_none_or(|h| first <= h) => {
-                    self.pending.pop();
-                    self.activate(s);
-                }
-                _ if head.is_none() => return None,
-                _ => break,
-            }
-        }
-        let (ev, skip) = {
-            let top = self.top?;
-            let slot = key_slot(top);
-            let c = &mut self.cursors[slot as usize];
-            let rec = c.next;
-            let h = &self.src.r.header;
-            let skip =
-                rec.op.is_alloc_family() && self.src.r.cut_ticks.is_some_and(|cut| rec.ticks > cut);
-            if rec.op == Op::ThreadStart {
-                c.tid = rec.args.value as u32;
-            }
-            if rec.op == Op::End {
-                self.clean_end = true;
-            }
-            let ts_ns = |t: u64| {
-                if self.ticks_are_ns {
-                    t
-                } else {
-                    h.ticks_to_ns(t)
-                }
-            };
-            let ev = Event {
-                ts_ns: ts_ns(rec.ticks),
-                tid: c.tid,
-                stream: c.stream,
-                op: rec.op,
-                ptr: rec.args.ptr,
-                size: rec.args.size,
-                count: rec.args.count,
-                align: rec.args.align,
-                old: rec.args.old,
-                value: if rec.op == Op::End && rec.args.value != 0 {
-                    ts_ns(rec.args.value)
-                } else {
-                    rec.args.value
-                },
-                backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
-            };
-            if advance(&mut self.src, &mut self.issues, &mut self.bytes_read, c) {
-                let k = key(&c.next, c.stream, slot);
-                // While this stream still holds the smallest key it stays out of the heap;
-                // otherwise it trades places with the heap's smallest (one sift-down).
-                if let Some(mut m) = self.active.peek_mut() {
-                    if m.0 < k {
-                        self.top = Some(m.0);
-                        m.0 = k;
-                    } else {
-                        drop(m);
-                        self.top = Some(k);
-                    }
-                } else {
-                    self.top = Some(k);
-                }
-            } else {
-                self.top = self.active.pop().map(|Reverse(k)| k);
-                self.free_slots.push(slot);
-            }
-            (ev, skip)
-        };
-        if skip {
-            self.after_cut += 1;
-            return Some(None);
-        }
-        self.decoded += 1;
-        Some(Some(ev))
+        let e = self.chunk[self.chunk_pos];
+        self.chunk_pos += 1;
+        Some(e)
     }
 }

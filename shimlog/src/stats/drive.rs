@@ -13,8 +13,10 @@ use std::io::IsTerminal;
 
 /// Events between two progress updates.
 const PROGRESS_EVERY: u64 = 1 << 16;
-/// How far ahead of the analysis the reader runs (a power of two).
+/// How many events ahead of the analysis their live-table slots are prefetched.
 const AHEAD: usize = 8;
+/// Events taken from the reader at a time.
+const CHUNK: usize = 1024;
 
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -74,40 +76,28 @@ pub fn read_report(r: &LogReader, ev: &recorder::reader::Events<'_>) -> ReadRepo
 pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
     let mut ev = r.events();
     let mut n: u64 = 0;
-    // Events are read AHEAD of the one analysed, so that the live-table slot each will
-    // touch is already on its way to the cache when its turn comes. The slot just analysed
-    // takes the next event read.
-    let mut ring = [Event::default(); AHEAD];
-    let mut len = 0usize;
-    while len < AHEAD {
-        match ev.next() {
-            Some(e) => {
-                a.prefetch(&e);
-                ring[len] = e;
-                len += 1;
-            }
-            None => break,
+    // Events come from the reader a chunk at a time. The live-table slot an event will touch
+    // is prefetched AHEAD events before its turn, so that it is in cache when it comes.
+    let mut chunk = vec![Event::default(); CHUNK];
+    loop {
+        let len = ev.fill(&mut chunk);
+        if len == 0 {
+            break;
         }
-    }
-    let mut head = 0usize;
-    let mut ended = len < AHEAD;
-    while len > 0 {
-        a.feed(&ring[head], t, &mut Alone);
-        n += 1;
-        if n.is_multiple_of(PROGRESS_EVERY) {
+        let c = &chunk[..len];
+        for e in c.iter().take(AHEAD) {
+            a.prefetch(e);
+        }
+        for i in 0..len {
+            if let Some(e) = c.get(i + AHEAD) {
+                a.prefetch(e);
+            }
+            a.feed(&c[i], t, &mut Alone);
+        }
+        n += len as u64;
+        if n % PROGRESS_EVERY < len as u64 {
             p.set(ev.bytes_read, n);
         }
-        if !ended {
-            if let Some(e) = ev.next() {
-                a.prefetch(&e);
-                ring[head] = e;
-                head = (head + 1) % AHEAD;
-                continue;
-            }
-            ended = true;
-        }
-        head = (head + 1) % AHEAD;
-        len -= 1;
     }
     a.finish();
     read_report(r, &ev)
