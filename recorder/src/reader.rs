@@ -346,6 +346,8 @@ struct Src<'a> {
     /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
     ticks_are_ns: bool,
     order: Order,
+    /// Decode with PEXT (the CPU has a fast one).
+    pext: bool,
     /// Problems met while decoding frames.
     issues: Vec<ReadIssue>,
     bytes_read: u64,
@@ -365,14 +367,32 @@ impl Src<'_> {
 
     /// Refills `c.batch` with the stream's next records (up to BATCH), moving to its next
     /// frames as needed. False at the end of the stream.
+    #[inline]
     fn refill(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.pext {
+            // SAFETY: pext is set only when the CPU has BMI2 (has_fast_pext).
+            return unsafe { self.refill_bmi2(c, slot) };
+        }
+        self.refill_with::<false>(c, slot)
+    }
+
+    /// [`Src::refill`] compiled for BMI2, so that varints pack with PEXT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi2")]
+    unsafe fn refill_bmi2(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        self.refill_with::<true>(c, slot)
+    }
+
+    #[inline(always)]
+    fn refill_with<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
         c.len = 0;
         c.pos = 0;
         let cut = self.r.cut_ticks;
         let h = &self.r.header;
         loop {
             while c.len < BATCH {
-                if let Some(m) = c.state.next_common(&c.data) {
+                if let Some(m) = c.state.next_common::<PEXT>(&c.data) {
                     if cut.is_some_and(|cut| m.ticks > cut) {
                         self.after_cut += 1;
                         continue;
@@ -509,6 +529,7 @@ impl<'a> Events<'a> {
                 comp: Vec::new(),
                 dctx: None,
                 ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
+                pext: crate::buffer::has_fast_pext(),
                 order: Order::new(
                     r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0),
                     waiting.len(),
