@@ -4,8 +4,9 @@ workloads first).
 
   bench.py --full    every workload x backend x configuration, alternated run by run for
                      BENCH_ROUNDS rounds (default 5); heaptrack on smaller runs; the recorder
-                     drain rate; callgrind instruction counts. Prints the table, writes
-                     bench/results.json and BENCHMARKS.md.
+                     drain rate; callgrind instruction counts; the speed of shimlog stats on a
+                     100 M-event log (STATS_EVENTS) and a demo capture. Prints the table,
+                     writes bench/results.json and BENCHMARKS.md.
   bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
                      output and that its log decodes. Writes nothing outside bench/out/."""
 import argparse
@@ -27,6 +28,7 @@ import figures  # noqa: E402
 import logs  # noqa: E402
 import report  # noqa: E402
 import runner  # noqa: E402
+import stats_speed  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
                        clean_env, launch, program_calls, shown, workloads)
 
@@ -313,11 +315,12 @@ def full():
         cg_demo = instruction_counts(demo1, (10_000, 30_000), ("bare", "off", "rec"))
     clocks = clock_cost(500_000, 7)
     levels = zstd_levels(single, single.full // 2, (3, 9))
+    stats = stats_speed.measure(3, say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
-               "zstd_levels": levels,
+               "zstd_levels": levels, "stats_speed": stats,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

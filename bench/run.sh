@@ -44,6 +44,11 @@ if [ "$mode" = full ]; then
   fi
 fi
 
+# The log generator the shimlog stats measurement reads (a cargo example, not part of make build).
+if [ "$mode" = full ] && [ ! -x target/release/examples/genlog ]; then
+  cargo build --release -q -p shimlog --example genlog
+fi
+
 # The workloads, built the same way as the demo.
 bin=bench/out/bin
 mkdir -p "$bin"
