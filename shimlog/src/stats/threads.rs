@@ -8,6 +8,7 @@ use serde::Serialize;
 pub const TOP_BURSTS: usize = 10;
 pub const TOP_PAIRS: usize = 10;
 const DIRECT: usize = 1 << 16;
+const DENSE: usize = 32;
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Debug, Default)]
@@ -48,6 +49,10 @@ pub struct Threads {
     known_frees: u64,
     cross: u64,
     pairs: FxHashMap<(u32, u32), u64>,
+    /// Counts of `pairs` between the first DENSE threads while the log is read (maker *
+    /// DENSE + freer), moved into `pairs` by `finish`: a cross-thread free is then an
+    /// increment, not a hash-map update.
+    dense: Vec<u64>,
     bursts: u64,
     burst_frees: u64,
     /// The longest bursts, longest first.
@@ -143,7 +148,15 @@ impl Threads {
     fn cross_free(&mut self, by: u32, maker: u32) {
         self.cross += 1;
         self.list[by as usize].cross_frees += 1;
-        *self.pairs.entry((maker, by)).or_default() += 1;
+        let (m, b) = (maker as usize, by as usize);
+        if m < DENSE && b < DENSE {
+            if self.dense.is_empty() {
+                self.dense = vec![0; DENSE * DENSE];
+            }
+            self.dense[m * DENSE + b] += 1;
+        } else {
+            *self.pairs.entry((maker, by)).or_default() += 1;
+        }
     }
 
     pub fn dropped(&mut self, t: u32, n: u64) {
@@ -169,8 +182,14 @@ impl Threads {
         push_top(&mut self.top, b);
     }
 
-    /// Ends every open run (at the end of the log).
+    /// Ends every open run and gathers the pair counts (at the end of the log).
     pub fn finish(&mut self) {
+        for (i, n) in std::mem::take(&mut self.dense).into_iter().enumerate() {
+            if n > 0 {
+                let k = ((i / DENSE) as u32, (i % DENSE) as u32);
+                *self.pairs.entry(k).or_default() += n;
+            }
+        }
         for t in 0..self.list.len() {
             self.end_run(t as u32);
         }
