@@ -206,32 +206,41 @@ pub struct Common {
     pub backend_ticks: Option<u64>,
 }
 
-/// A varint of at most 8 bytes at `w[*o..]`, which must hold 8 bytes: None for a longer
-/// one. Branch-free: load 8 bytes, keep those up to the first without the continuation
-/// bit and pack their 7-bit groups together.
-/// With `PEXT` (only inlined into code compiled for BMI2, see [`has_fast_pext`]) the
-/// packing is one instruction.
+/// Bit i set when byte i of the 16 has its continuation bit (the top bit) set.
 #[inline(always)]
-fn varint_8<const PEXT: bool>(w: &[u8], o: &mut usize) -> Option<u64> {
-    let x = u64::from_le_bytes(w[*o..*o + 8].try_into().expect("8 bytes"));
-    let stop = !x & 0x8080_8080_8080_8080;
-    if stop == 0 {
-        return None;
+fn continuation_bits(b: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_movemask_epi8};
+        let b: &[u8; 16] = b.try_into().expect("16 bytes");
+        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `b`.
+        unsafe { _mm_movemask_epi8(_mm_loadu_si128(b.as_ptr() as *const __m128i)) as u32 }
     }
-    // Bits up to and including the terminating byte's top bit.
-    let x = x & (stop ^ (stop - 1));
-    *o += (stop.trailing_zeros() as usize + 1) / 8;
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        b.iter().enumerate().fold(0u32, |m, (i, &x)| m | (((x >> 7) as u32) << i))
+    }
+}
+
+/// The varint in bytes `first..=last` (at most 8, counted from after the tag) of a record
+/// whose bytes are `w`. With `PEXT` (only inlined into code compiled for BMI2, see
+/// [`has_fast_pext`]) the 7-bit groups are packed by one instruction.
+#[inline(always)]
+fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32, last: u32) -> u64 {
+    let i = 1 + first as usize;
+    let x = u64::from_le_bytes(w[i..i + 8].try_into().expect("8 bytes"));
+    let bits = 8 * (last - first + 1);
+    let x = if bits >= 64 { x } else { x & ((1u64 << bits) - 1) };
     #[cfg(target_arch = "x86_64")]
     if PEXT {
         // SAFETY: PEXT is only true in functions compiled with BMI2, called after
         // has_fast_pext() said the CPU has it.
-        return Some(unsafe { core::arch::x86_64::_pext_u64(x, 0x7f7f_7f7f_7f7f_7f7f) });
+        return unsafe { core::arch::x86_64::_pext_u64(x, 0x7f7f_7f7f_7f7f_7f7f) };
     }
     let x = x & 0x7f7f_7f7f_7f7f_7f7f;
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
-    Some(x)
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
 /// True when the CPU has BMI2 and its PEXT is fast: every Intel CPU with BMI2, and AMD
@@ -344,35 +353,46 @@ impl DecodeState {
     #[inline(always)]
     pub fn next_common<const PEXT: bool>(&mut self, data: &[u8]) -> Option<Common> {
         let at = self.pos;
-        let w = data.get(at..at + MAX_RECORD)?;
+        let w: &[u8; MAX_RECORD] = data.get(at..at + MAX_RECORD)?.try_into().ok()?;
         let tag = w[0];
         let op = tag & crate::format::TAG_OP_MASK;
         if op != Op::Malloc as u8 && op != Op::Free as u8 {
             return None;
         }
-        // Each varint read here takes at most 8 bytes, and a record at most 1 + 4 * 8
-        // (delta, size, pointer, backend time) of the MAX_RECORD bytes in `w`.
-        // Malloc or free, timed or not: data, not a pattern, so the optional fields are
-        // read either way and kept or skipped by arithmetic instead of a branch.
-        let mut o = 1usize;
-        let dt = varint_8::<PEXT>(w, &mut o)?;
-        let is_malloc = (op == Op::Malloc as u8) as usize;
-        let mut o2 = o;
-        let size = varint_8::<PEXT>(w, &mut o2)? & (is_malloc as u64).wrapping_neg();
-        o += (o2 - o) * is_malloc;
-        let pd = varint_8::<PEXT>(w, &mut o)?;
-        let timed = (tag & TAG_TIMED != 0) as usize;
-        let mut o2 = o;
-        let bt = varint_8::<PEXT>(w, &mut o2)?;
-        o += (o2 - o) * timed;
-        let backend = if timed != 0 { Some(bt) } else { None };
+        // Where every varint of the record ends, from one look at the 16 bytes after the
+        // tag: the bytes without the continuation bit. The fields are then read side by side
+        // instead of each waiting for the length of the one before.
+        let ends = !continuation_bits(&w[1..17]) & 0xffff;
+        let e0 = ends.trailing_zeros(); // time delta (32: none in these 16 bytes)
+        let r1 = ends & ends.wrapping_sub(1);
+        let e1 = r1.trailing_zeros(); // malloc: size; free: pointer
+        let r2 = r1 & r1.wrapping_sub(1);
+        let e2 = r2.trailing_zeros(); // malloc: pointer; free: backend time
+        let e3 = (r2 & r2.wrapping_sub(1)).trailing_zeros(); // malloc: backend time
+        let malloc = op == Op::Malloc as u8;
+        let timed = tag & TAG_TIMED != 0;
+        // The fields as (first byte, last byte) within the 16: delta, size, pointer, time.
+        let (ps, pe) = if malloc { (e1 + 1, e2) } else { (e0 + 1, e1) };
+        let last = match (malloc, timed) {
+            (true, true) => e3,
+            (true, false) | (false, true) => e2,
+            (false, false) => e1,
+        };
+        // All within the 16 bytes and none longer than 8 (else the general decoder).
+        if last >= 16 || e0 >= 8 || pe - ps >= 8 || (malloc && e1 - e0 > 8) || (timed && last - pe > 8) {
+            return None;
+        }
+        let dt = field::<PEXT>(w, 0, e0);
+        let size = if malloc { field::<PEXT>(w, e0 + 1, e1) } else { 0 };
+        let pd = field::<PEXT>(w, ps, pe);
+        let backend = if timed { Some(field::<PEXT>(w, pe + 1, last)) } else { None };
         let shift = if tag & TAG_PTR_BYTES != 0 { 0 } else { PTR_SHIFT };
         let ptr = self.prev_ptr.wrapping_add((varint::unzigzag(pd) << shift) as u64);
         let ticks = self.last_ticks.wrapping_add(varint::unzigzag(dt) as u64);
         self.prev_ptr = ptr;
         self.last_ticks = ticks;
-        self.pos = at + o;
-        Some(Common { free: op == Op::Free as u8, ticks, size, ptr, backend_ticks: backend })
+        self.pos = at + 2 + last as usize;
+        Some(Common { free: !malloc, ticks, size, ptr, backend_ticks: backend })
     }
 
     #[inline(always)]
@@ -449,17 +469,27 @@ mod tests {
         /// records and on arbitrary bytes, and never takes a record the general one rejects.
         #[test]
         fn common_path_agrees(recs in prop::collection::vec(
-            (op_strategy(), any::<u64>(), 0u64..1 << 20, any::<u64>(), any::<Option<u64>>()), 1..300),
+            (op_strategy(),
+             prop_oneof![0u64..300, 0u64..1 << 40, any::<u64>()],
+             prop_oneof![0u64..200, 0u64..1 << 20, any::<u64>()],
+             prop_oneof![0u64..1 << 16, 0u64..1 << 44, any::<u64>()],
+             prop_oneof![Just(None), (0u64..1000).prop_map(Some), any::<Option<u64>>()]), 1..300),
             junk: Vec<u8>) {
+            // Mostly what real logs hold (small time steps, nearby pointers, small sizes), and
+            // some of everything else.
             let mut b = Buf::new_boxed(1);
-            for (op, t, size, ptr, bt) in recs {
+            let mut t = 0u64;
+            for (op, dt, size, off, bt) in recs {
+                t = t.wrapping_add(dt);
+                let ptr = 0x7f00_0000_0000u64.wrapping_add(off);
                 b.push(op, t, &Args { size, ptr, old: ptr ^ 8, value: size, ..Default::default() }, bt);
             }
-            for data in [b.records().to_vec(), junk] {
+            let both: &[bool] = if has_fast_pext() { &[false, true] } else { &[false] };
+            for (data, &pext) in [b.records().to_vec(), junk].iter().flat_map(|d| both.iter().map(move |p| (d.clone(), p))) {
                 let (mut slow, mut fast) = (DecodeState::new(7), DecodeState::new(7));
                 loop {
                     let want = slow.next_record(&data);
-                    let got = match fast.next_common::<false>(&data) {
+                    let got = match if pext { fast.next_common::<true>(&data) } else { fast.next_common::<false>(&data) } {
                         Some(c) => Ok(Some(RawRecord {
                             op: if c.free { Op::Free } else { Op::Malloc },
                             ticks: c.ticks,

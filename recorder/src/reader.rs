@@ -333,6 +333,16 @@ impl Order {
         (rel << (self.slot_bits + 1)) | (class << self.slot_bits) | slot as u64
     }
 
+    /// The smallest key a record of `ticks` or later can have (EMPTY for u64::MAX: no
+    /// stream waiting to start).
+    #[inline(always)]
+    fn start_key(&self, ticks: u64) -> Key {
+        if ticks == u64::MAX {
+            return EMPTY;
+        }
+        ticks.saturating_sub(self.base).min(self.max_rel) << (self.slot_bits + 1)
+    }
+
     /// The ticks a key was made from (clamped as above).
     #[inline(always)]
     fn ticks(&self, k: Key) -> u64 {
@@ -488,6 +498,20 @@ impl Src<'_> {
     }
 }
 
+/// The key of the cursor's next record after the one just handed out, refilling its batch
+/// when it is used up; EMPTY (and the slot freed) at the end of its stream.
+#[inline(always)]
+fn next_key(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot: u32) -> Key {
+    if c.pos < c.len {
+        c.keys[c.pos]
+    } else if src.refill(c, slot) {
+        c.keys[0]
+    } else {
+        free_slots.push(slot);
+        EMPTY
+    }
+}
+
 /// The merged iterator returned by [`LogReader::events`]: a loser tree over the started
 /// streams, each decoded a batch at a time.
 pub struct Events<'a> {
@@ -579,21 +603,26 @@ impl<'a> Events<'a> {
         self.tree[0] = win[1];
     }
 
-    /// After the winning slot's key changed to `k`: plays it up its path.
+    /// After the winning slot's key changed to `k`: plays it up its path. Returns the
+    /// smallest of the keys it met there, which is the smallest key of every other slot
+    /// when `slot` won again.
     #[inline(always)]
-    fn replay(&mut self, slot: u32, k: Key) {
+    fn replay(&mut self, slot: u32, k: Key) -> Key {
         let cap = self.leaves.len();
         self.leaves[slot as usize] = k;
         let mut cur = k;
+        let mut second = EMPTY;
         let mut n = (cap + slot as usize) >> 1;
         while n >= 1 {
             let l = self.tree[n];
+            second = second.min(l);
             // Which stream wins is data, not a pattern: min and max, not a branch.
             self.tree[n] = l.max(cur);
             cur = l.min(cur);
             n >>= 1;
         }
         self.tree[0] = cur;
+        second
     }
 
     /// Starts a stream: a slot (growing the tree when all are taken), its first batch,
@@ -660,15 +689,27 @@ impl<'a> Events<'a> {
             out[n] = c.batch[c.pos];
             n += 1;
             c.pos += 1;
-            let k = if c.pos < c.len {
-                c.keys[c.pos]
-            } else if self.src.refill(c, slot) {
-                c.keys[0]
-            } else {
-                self.free_slots.push(slot);
-                EMPTY
-            };
-            self.replay(slot, k);
+            let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+            let second = self.replay(slot, k);
+            // Still the winner: its run goes out together, up to the next key of any other
+            // stream and of any stream still to start, with one more replay at its end.
+            if self.tree[0] == k && k != EMPTY && n < out.len() {
+                let bound = second.min(self.src.order.start_key(next_start));
+                let c = &mut self.cursors[slot as usize];
+                let lim = c.len.min(c.pos + (out.len() - n));
+                let mut end = c.pos;
+                while end < lim && c.keys[end] < bound {
+                    end += 1;
+                }
+                if end > c.pos {
+                    let r = end - c.pos;
+                    out[n..n + r].copy_from_slice(&c.batch[c.pos..end]);
+                    n += r;
+                    c.pos = end;
+                    let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+                    self.replay(slot, k);
+                }
+            }
         }
         self.decoded += n as u64;
         self.sync();
