@@ -362,6 +362,7 @@ struct Src<'a> {
     dctx: Option<zstd::bulk::Decompressor<'static>>,
     /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
     ticks_are_ns: bool,
+    scale: format::NsScale,
     order: Order,
     /// Decode with PEXT (the CPU has a fast one).
     pext: bool,
@@ -378,7 +379,7 @@ impl Src<'_> {
         if self.ticks_are_ns {
             ticks
         } else {
-            self.r.header.ticks_to_ns(ticks)
+            self.scale.ns(ticks)
         }
     }
 
@@ -406,7 +407,6 @@ impl Src<'_> {
         c.len = 0;
         c.pos = 0;
         let cut = self.r.cut_ticks;
-        let h = &self.r.header;
         loop {
             while c.len < BATCH {
                 if let Some(m) = c.state.next_common::<PEXT>(&c.data) {
@@ -427,7 +427,7 @@ impl Src<'_> {
                         align: 0,
                         old: 0,
                         value: 0,
-                        backend_ns: m.backend_ticks.map(|t| h.dur_ns(t)),
+                        backend_ns: m.backend_ticks.map(|t| self.scale.dur(t)),
                     };
                     c.len += 1;
                     continue;
@@ -471,7 +471,7 @@ impl Src<'_> {
                     align: rec.args.align,
                     old: rec.args.old,
                     value,
-                    backend_ns: rec.backend_ticks.map(|t| h.dur_ns(t)),
+                    backend_ns: rec.backend_ticks.map(|t| self.scale.dur(t)),
                 };
                 c.len += 1;
             }
@@ -560,6 +560,7 @@ impl<'a> Events<'a> {
                 comp: Vec::new(),
                 dctx: None,
                 ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
+                scale: format::NsScale::of(h),
                 pext: crate::buffer::has_fast_pext(),
                 order: Order::new(
                     r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0),
