@@ -10,27 +10,21 @@
 //! block.
 use super::heap::Block;
 
-#[derive(Clone, Copy, Default)]
-#[repr(C, align(32))]
-struct Slot {
-    key: u64,
-    b: Block,
-}
-
 /// Slots allocated in one zeroed piece. A large table is mapped directly and advised to
 /// use huge pages before any page is touched (advice given after the pages exist would only
 /// be acted on later, by khugepaged).
-struct Slots {
-    ptr: *mut Slot,
+struct Slots<T> {
+    ptr: *mut T,
     len: usize,
     mapped: bool,
 }
 
 const HUGE: usize = 2 << 20;
 
-impl Slots {
-    fn zeroed(len: usize) -> Slots {
-        let bytes = len * std::mem::size_of::<Slot>();
+impl<T: Copy> Slots<T> {
+    /// `len` all-zero values (zero must be a valid T).
+    fn zeroed(len: usize) -> Slots<T> {
+        let bytes = len * std::mem::size_of::<T>();
         if bytes >= HUGE {
             // SAFETY: a private anonymous mapping, zero-filled by the kernel.
             let p = unsafe {
@@ -47,15 +41,15 @@ impl Slots {
                 // Advice only: without huge pages the table works the same, slower.
                 unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
                 return Slots {
-                    ptr: p as *mut Slot,
+                    ptr: p as *mut T,
                     len,
                     mapped: true,
                 };
             }
         }
         let layout = Self::layout(len);
-        // SAFETY: len >= MIN, so the layout is not empty; all-zero is a valid (empty) Slot.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Slot;
+        // SAFETY: len >= MIN, so the layout is not empty; all-zero is a valid (empty) value.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
@@ -67,45 +61,49 @@ impl Slots {
     }
 
     fn layout(len: usize) -> std::alloc::Layout {
-        std::alloc::Layout::array::<Slot>(len).expect("table layout")
+        std::alloc::Layout::array::<T>(len).expect("table layout")
     }
 
     #[inline(always)]
-    fn as_slice(&self) -> &[Slot] {
+    fn as_slice(&self) -> &[T] {
         // SAFETY: ptr holds len initialised slots for the life of self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     #[inline(always)]
-    fn as_mut_slice(&mut self) -> &mut [Slot] {
+    fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: as above, and &mut self is unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
-impl Drop for Slots {
+impl<T> Drop for Slots<T> {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed`, by mmap or with this layout.
         unsafe {
             if self.mapped {
                 libc::munmap(
                     self.ptr as *mut libc::c_void,
-                    self.len * std::mem::size_of::<Slot>(),
+                    self.len * std::mem::size_of::<T>(),
                 );
             } else {
-                std::alloc::dealloc(self.ptr as *mut u8, Self::layout(self.len));
+                let layout = std::alloc::Layout::array::<T>(self.len).expect("table layout");
+                std::alloc::dealloc(self.ptr as *mut u8, layout);
             }
         }
     }
 }
 
 // SAFETY: Slots owns its memory like a Vec.
-unsafe impl Send for Slots {}
+unsafe impl<T: Send> Send for Slots<T> {}
 
 const MIN: usize = 1 << 12;
 
 pub struct BlockTable {
-    slots: Slots,
+    /// The addresses, apart from the blocks: a probe or a deletion's scan reads only
+    /// these, eight to a cache line.
+    keys: Slots<u64>,
+    vals: Slots<Block>,
     mask: usize,
     shift: u32,
     len: usize,
@@ -121,7 +119,8 @@ impl BlockTable {
     fn with_slots(n: usize) -> BlockTable {
         debug_assert!(n.is_power_of_two());
         BlockTable {
-            slots: Slots::zeroed(n),
+            keys: Slots::zeroed(n),
+            vals: Slots::zeroed(n),
             mask: n - 1,
             shift: 64 - n.trailing_zeros(),
             len: 0,
@@ -140,18 +139,20 @@ impl BlockTable {
         self.len
     }
 
-    /// Starts loading the slot `key` hashes to, for a lookup a few events later.
+    /// Starts loading the slot `key` hashes to, for a lookup a few events later: the line
+    /// of keys (a probe rarely leaves it) and the block's line.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         #[cfg(target_arch = "x86_64")]
         {
             use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self.slots.as_slice().as_ptr().wrapping_add(self.home(key)) as *const i8;
-            // The home slot's line and the next: a probe or a deletion's backward shift
-            // usually ends there. SAFETY: prefetch never faults.
+            let h = self.home(key);
+            let k = self.keys.as_slice().as_ptr().wrapping_add(h) as *const i8;
+            let v = self.vals.as_slice().as_ptr().wrapping_add(h) as *const i8;
+            // SAFETY: prefetch never faults.
             unsafe {
-                _mm_prefetch(p, _MM_HINT_T0);
-                _mm_prefetch(p.wrapping_add(64), _MM_HINT_T0);
+                _mm_prefetch(k, _MM_HINT_T0);
+                _mm_prefetch(v, _MM_HINT_T0);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -164,14 +165,15 @@ impl BlockTable {
         debug_assert!(key != 0);
         let mask = self.mask;
         let mut i = self.home(key);
-        let s = self.slots.as_mut_slice();
+        let ks = self.keys.as_mut_slice();
         loop {
-            let k = s[i].key;
+            let k = ks[i];
             if k == key {
-                return Some(std::mem::replace(&mut s[i].b, b));
+                return Some(std::mem::replace(&mut self.vals.as_mut_slice()[i], b));
             }
             if k == 0 {
-                s[i] = Slot { key, b };
+                ks[i] = key;
+                self.vals.as_mut_slice()[i] = b;
                 self.len += 1;
                 if self.len * 8 > (mask + 1) * 5 {
                     self.grow();
@@ -190,8 +192,9 @@ impl BlockTable {
         }
         let mask = self.mask;
         let mut i = self.home(key);
+        let ks = self.keys.as_mut_slice();
         loop {
-            let k = self.slots.as_slice()[i].key;
+            let k = ks[i];
             if k == key {
                 break;
             }
@@ -201,25 +204,26 @@ impl BlockTable {
             i = (i + 1) & mask;
         }
         let shift = self.shift;
-        let s = self.slots.as_mut_slice();
-        let out = s[i].b;
+        let vs = self.vals.as_mut_slice();
+        let out = vs[i];
         // Backward-shift deletion: pull later entries of the cluster into the hole when
         // their home is not between the hole and them.
         let mut hole = i;
         let mut j = i;
         loop {
             j = (j + 1) & mask;
-            let k = s[j].key;
+            let k = ks[j];
             if k == 0 {
                 break;
             }
             let home = (k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize;
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                s[hole] = s[j];
+                ks[hole] = k;
+                vs[hole] = vs[j];
                 hole = j;
             }
         }
-        s[hole].key = 0;
+        ks[hole] = 0;
         self.len -= 1;
         Some(out)
     }
@@ -227,9 +231,9 @@ impl BlockTable {
     #[cold]
     fn grow(&mut self) {
         let old = std::mem::replace(self, BlockTable::with_slots((self.mask + 1) * 2));
-        for s in old.slots.as_slice() {
-            if s.key != 0 {
-                self.insert(s.key, s.b);
+        for (k, b) in old.keys.as_slice().iter().zip(old.vals.as_slice()) {
+            if *k != 0 {
+                self.insert(*k, *b);
             }
         }
     }
@@ -237,11 +241,12 @@ impl BlockTable {
     /// Every live block.
     #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &Block> {
-        self.slots
+        self.keys
             .as_slice()
             .iter()
-            .filter(|s| s.key != 0)
-            .map(|s| &s.b)
+            .zip(self.vals.as_slice())
+            .filter(|(k, _)| **k != 0)
+            .map(|(_, b)| b)
     }
 }
 
