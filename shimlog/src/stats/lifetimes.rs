@@ -1,6 +1,7 @@
 //! Lifetimes: how long blocks stay alive, how many allocations the process makes while
 //! they do, how many die young, and which are never freed.
 use super::classes::SizeTable;
+use super::fasthist::FastHist;
 use super::sizes::Sizes;
 use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
@@ -44,7 +45,8 @@ pub const TOP: usize = 20;
 
 #[derive(Clone)]
 pub struct Lifetimes {
-    ns: Histogram<u64>,
+    /// Lifetimes in ns (hdrhistogram's buckets, recorded inline; see fasthist).
+    ns: FastHist,
     /// Allocations-in-between per bucket (exact below 16, then powers of two), and the most.
     between: [u64; NBT],
     between_max: u64,
@@ -56,8 +58,7 @@ pub struct Lifetimes {
 impl Default for Lifetimes {
     fn default() -> Self {
         Lifetimes {
-            // Two significant digits keep the counters small enough to stay in cache.
-            ns: Histogram::new(2).expect("histogram"),
+            ns: FastHist::default(),
             between: [0; NBT],
             between_max: 0,
             freed: 0,
@@ -91,13 +92,13 @@ impl Lifetimes {
         self.freed += 1;
         self.within_1us += (ns < 1_000) as u64;
         self.within_1ms += (ns < 1_000_000) as u64;
-        let _ = self.ns.record(ns);
+        self.ns.record(ns);
         self.between[between_bucket(between)] += 1;
         self.between_max = self.between_max.max(between);
     }
 
     pub fn merge(&mut self, o: &Lifetimes) {
-        let _ = self.ns.add(&o.ns);
+        self.ns.add(&o.ns);
         for k in 0..NBT {
             self.between[k] += o.between[k];
         }
@@ -109,6 +110,7 @@ impl Lifetimes {
 
     /// `allocated`: successful allocations of the run; `never`: never-freed blocks by size id.
     pub fn report(&self, allocated: u64, never: &NeverFreed, t: &SizeTable) -> LifetimesReport {
+        let ns = self.ns.to_hdr();
         let q = |h: &Histogram<u64>, p: f64| {
             if h.is_empty() {
                 0
@@ -126,7 +128,7 @@ impl Lifetimes {
             }
             c
         };
-        let lt = spread(&self.ns, NLT, &|x| LT_BOUNDS.partition_point(|&b| b <= x));
+        let lt = spread(&ns, NLT, &|x| LT_BOUNDS.partition_point(|&b| b <= x));
         let lt_buckets = (0..NLT)
             .filter(|&k| lt[k] > 0)
             .map(|k| LifetimeBucket {
@@ -191,14 +193,14 @@ impl Lifetimes {
             freed_within_1ms: self.within_1ms,
             share_within_1us: super::slop::ratio(self.within_1us, allocated),
             share_within_1ms: super::slop::ratio(self.within_1ms, allocated),
-            p50_ns: q(&self.ns, 0.5),
-            p90_ns: q(&self.ns, 0.9),
-            p99_ns: q(&self.ns, 0.99),
-            max_ns: self.ns.max(),
-            mean_ns: if self.ns.is_empty() {
+            p50_ns: q(&ns, 0.5),
+            p90_ns: q(&ns, 0.9),
+            p99_ns: q(&ns, 0.99),
+            max_ns: ns.max(),
+            mean_ns: if ns.is_empty() {
                 0.0
             } else {
-                self.ns.mean()
+                ns.mean()
             },
             buckets: lt_buckets,
             allocs_between: BetweenReport {

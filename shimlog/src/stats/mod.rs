@@ -11,6 +11,7 @@ mod analysis;
 mod blocks;
 mod classes;
 mod drive;
+mod fasthist;
 mod heap;
 mod latency;
 mod lifetimes;
