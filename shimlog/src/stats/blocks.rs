@@ -153,6 +153,7 @@ impl BlockTable {
             unsafe {
                 _mm_prefetch(k, _MM_HINT_T0);
                 _mm_prefetch(v, _MM_HINT_T0);
+                _mm_prefetch(v.wrapping_add(64), _MM_HINT_T0);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
