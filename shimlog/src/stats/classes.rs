@@ -11,7 +11,7 @@ use shim_backend::Backend;
 
 pub const NB: usize = Backend::ALL.len();
 
-/// A size whose classes have not been asked for yet (or, in `small`, not seen yet).
+/// A size whose classes have not been asked for yet.
 const UNKNOWN: u32 = u32::MAX;
 const SMALL: usize = 4096;
 
@@ -35,10 +35,8 @@ impl ClassList {
 }
 
 /// Shared by every log of one run, so that ids mean the same size in every section.
-#[derive(Default)]
 pub struct SizeTable {
-    /// Ids of sizes below SMALL by size; `ids` for the rest.
-    small: Vec<u32>,
+    /// Ids of sizes from SMALL up; a smaller size is its own id.
     ids: FxHashMap<u64, u32>,
     /// The size of each id.
     pub sizes: Vec<u64>,
@@ -46,6 +44,20 @@ pub struct SizeTable {
     class_of: Vec<[u32; NB]>,
     slop_of: Vec<[u64; NB]>,
     pub classes: [ClassList; NB],
+}
+
+impl Default for SizeTable {
+    fn default() -> Self {
+        // Sizes below SMALL, most requests, are their own ids: no lookup, and their
+        // per-size counters lie together whatever order sizes are first seen in.
+        SizeTable {
+            ids: FxHashMap::default(),
+            sizes: (0..SMALL as u64).collect(),
+            class_of: vec![[UNKNOWN; NB]; SMALL],
+            slop_of: vec![[0; NB]; SMALL],
+            classes: Default::default(),
+        }
+    }
 }
 
 /// What the slop analysis needs about one size.
@@ -56,15 +68,13 @@ pub struct SizeClasses {
 }
 
 impl SizeTable {
-    /// The id of `size`, interning it on first sight. Small sizes, the common ones, are
-    /// looked up by index.
+    /// The id of `size`, interning it on first sight.
     #[inline(always)]
     pub fn id(&mut self, size: u64) -> u32 {
-        if let Some(&i) = self.small.get(size as usize) {
-            if i != UNKNOWN {
-                return i;
-            }
-        } else if let Some(&i) = self.ids.get(&size) {
+        if size < SMALL as u64 {
+            return size as u32;
+        }
+        if let Some(&i) = self.ids.get(&size) {
             return i;
         }
         self.new_id(size)
@@ -72,19 +82,11 @@ impl SizeTable {
 
     #[cold]
     fn new_id(&mut self, size: u64) -> u32 {
-        if self.small.is_empty() {
-            self.small = vec![UNKNOWN; SMALL];
-        }
         let i = self.sizes.len() as u32;
         self.sizes.push(size);
         self.class_of.push([UNKNOWN; NB]);
         self.slop_of.push([0; NB]);
-        match self.small.get_mut(size as usize) {
-            Some(s) => *s = i,
-            None => {
-                self.ids.insert(size, i);
-            }
-        }
+        self.ids.insert(size, i);
         i
     }
 
