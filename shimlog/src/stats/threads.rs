@@ -109,8 +109,12 @@ impl Threads {
     pub fn alloc_call(&mut self, t: u32, ts: u64) {
         let th = &mut self.list[t as usize];
         th.last_ns = ts;
-        if th.run != 0 {
+        // Whether a run of frees just ended is data (about every other call on a thread
+        // that mixes the two); whether it was long enough to be a burst is rare.
+        if th.run >= self.min_run.max(1) {
             self.end_run(t);
+        } else {
+            th.run = 0;
         }
     }
 
@@ -128,9 +132,7 @@ impl Threads {
         let th = &mut self.list[t as usize];
         th.last_ns = ts;
         th.frees += 1;
-        if th.run == 0 {
-            th.run_start = ts;
-        }
+        th.run_start = if th.run == 0 { ts } else { th.run_start };
         th.run += 1;
         th.run_last = ts;
     }
