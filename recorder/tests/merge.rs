@@ -1,9 +1,10 @@
 //! The reader's merge: whatever the number of streams, how their frames interleave in the
 //! file, when each starts and how often ticks tie, every record comes out exactly once, in
 //! tick order, a free before anything else on a tie, and each stream in its own order.
+mod common;
+
 use proptest::prelude::*;
 use recorder::buffer::{Args, Buf};
-use recorder::format::{self, Header};
 use recorder::writer::{create_log, write_header, LogWriter};
 use recorder::{LogReader, Op};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,15 +25,7 @@ type Rec = (u32, Op, u64, u64);
 /// `frame_every` records, so streams have many frames, interleaved in the file.
 fn write_log(calls: &[(u8, bool, u8)], starts: &[u64], step: u8, frame_every: usize) -> (String, Vec<Rec>) {
     let (fd, p) = create_log(&path()).unwrap();
-    let h = Header {
-        format_version: format::VERSION,
-        pid: 1,
-        backend: "glibc".into(),
-        ticks_per_sec: 1e9,
-        clock: "monotonic".into(),
-        ..Default::default()
-    };
-    let reserved = write_header(fd, &h).unwrap();
+    let reserved = write_header(fd, &common::header()).unwrap();
     let mut w = LogWriter::new(fd, 1).unwrap();
     w.note_header(reserved);
     let n = starts.len();

@@ -2,9 +2,12 @@
 //! bodies, logs cut at any byte and logs with bytes flipped. It must never panic, always
 //! finish, hand out no more records than the bytes can hold, and allocate no more than a
 //! bounded amount per frame (never in proportion to what a header merely claims).
+mod common;
+
+use common::header;
 use proptest::prelude::*;
 use recorder::buffer::{Args, Buf};
-use recorder::format::{self, FrameHeader, Header};
+use recorder::format::{self, FrameHeader};
 use recorder::writer::{create_log, write_header, LogWriter};
 use recorder::{LogReader, Op, ReadIssue};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -65,16 +68,6 @@ fn path(tag: &str) -> String {
         .into_owned()
 }
 
-fn header() -> Header {
-    Header {
-        format_version: format::VERSION,
-        pid: 1,
-        backend: "glibc".into(),
-        ticks_per_sec: 1e9,
-        clock: "monotonic".into(),
-        ..Default::default()
-    }
-}
 
 /// A valid preamble and header, as the shim writes them.
 fn preamble_and_header() -> Vec<u8> {
