@@ -652,3 +652,45 @@ fn realloc_edge_cases() {
     );
     assert_eq!(u(&j["peak_live_bytes"]), 150);
 }
+
+/// Reading on a second thread (the default with two CPUs) and on one give the same report,
+/// on a log of several interleaved threads, many frames and many chunks of events.
+#[test]
+fn one_thread_and_two_give_the_same_report() {
+    let d = dir("threads");
+    let mut l = Log::create(&format!("{d}/mix.shimlog"), &header(21, 0));
+    let tids = [31u32, 32, 33, 34];
+    for &t in &tids {
+        l.thread(t, 100);
+    }
+    // Each thread allocates; the next one frees what it made a while ago (cross-thread).
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut live: Vec<(u64, u32)> = Vec::new();
+    for i in 0..60_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = tids[(x % 4) as usize];
+        let ts = 1000 + i * 7;
+        if live.len() > 500 && x % 3 == 0 {
+            let (p, _) = live.swap_remove((x as usize / 3) % live.len());
+            l.free(t, ts, p);
+        } else {
+            let p = 0x7f00_0000_0000 + i * 48;
+            l.malloc(t, ts, 16 + x % 2000, p);
+            live.push((p, t));
+        }
+    }
+    let log = l.finish(true);
+    let two = shimlog(&["stats", "--json", &log]);
+    let one = shimlog(&["stats", "--json", "--one-thread", &log]);
+    assert!(two.status.success() && one.status.success());
+    let (a, b): (Value, Value) = (
+        serde_json::from_slice(&two.stdout).unwrap(),
+        serde_json::from_slice(&one.stdout).unwrap(),
+    );
+    // The calls, a start and an exit per thread, the end record.
+    assert_eq!(u(&a["events"]), 60_000 + 2 * 4 + 1);
+    assert!(u(&a["cross_thread_frees"]["count"]) > 1000);
+    assert!(a == b, "the reports differ");
+}

@@ -1,4 +1,4 @@
-//! `shimlog stats LOG... [--json] [--burst N]`: what a captured workload did.
+//! `shimlog stats LOG... [--json] [--burst N] [--one-thread]`: what a captured workload did.
 //!
 //! One streaming pass over each log (memory proportional to the blocks live at once, not
 //! to the events), sections: totals, request sizes, size-class waste per backend,
@@ -46,6 +46,10 @@ pub struct Args {
     /// in between.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
+    /// Read and analyse on one thread. By default a single log is read (decompressed,
+    /// decoded, its threads merged) on a second thread, when there is a second CPU.
+    #[arg(long)]
+    pub one_thread: bool,
 }
 
 /// The JSON document for several logs.
@@ -70,7 +74,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         .collect();
     let mut sections = Vec::new();
     let total = if readers.len() == 1 {
-        let read = drive::one(&readers[0], &mut an[0], &mut table, &progress);
+        let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, !a.one_thread);
         progress.done();
         process_section(&a.logs[0], &readers[0], &an[0], read, &mut table)
     } else {
