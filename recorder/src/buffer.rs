@@ -194,17 +194,37 @@ pub struct RawArgs {
     pub value: u64,
 }
 
-/// A malloc or free record, as [`DecodeState::next_common`] decodes it.
+/// An allocation-family record, as [`DecodeState::next_common`] decodes it (the fields its
+/// op does not have are 0).
 #[derive(Clone, Copy, Debug)]
 pub struct Common {
-    /// A free (else a malloc).
-    pub free: bool,
+    pub op: Op,
     pub ticks: u64,
-    /// The requested size (0 for a free).
     pub size: u64,
+    pub count: u64,
+    pub align: u64,
+    pub old: u64,
     pub ptr: u64,
     pub backend_ticks: Option<u64>,
 }
+
+/// What [`DecodeState::next_common`] needs to know of an op code: the fields before the
+/// pointer (bits 0-1), what the first of two is (bits 2-3: 1 count, 2 align, 3 old), and
+/// whether it takes the fast path at all (bit 4). Reallocarray (three fields before the
+/// pointer) and the thread and process records do not.
+const COMMON: [u8; 64] = {
+    let mut t = [0u8; 64];
+    t[Op::Malloc as usize] = 0x10 | 1;
+    t[Op::Valloc as usize] = 0x10 | 1;
+    t[Op::Pvalloc as usize] = 0x10 | 1;
+    t[Op::Free as usize] = 0x10;
+    t[Op::Calloc as usize] = 0x10 | (1 << 2) | 2;
+    t[Op::PosixMemalign as usize] = 0x10 | (2 << 2) | 2;
+    t[Op::AlignedAlloc as usize] = 0x10 | (2 << 2) | 2;
+    t[Op::Memalign as usize] = 0x10 | (2 << 2) | 2;
+    t[Op::Realloc as usize] = 0x10 | (3 << 2) | 2;
+    t
+};
 
 /// Bit i set when byte i of the 16 has its continuation bit (the top bit) set.
 #[inline(always)]
@@ -222,15 +242,17 @@ fn continuation_bits(b: &[u8]) -> u32 {
     }
 }
 
-/// The varint in bytes `first..=last` (at most 8, counted from after the tag) of a record
-/// whose bytes are `w`. With `PEXT` (only inlined into code compiled for BMI2, see
-/// [`has_fast_pext`]) the 7-bit groups are packed by one instruction.
+/// The varint starting at byte `first` (counted from after the tag) of a record whose bytes
+/// are `w`, if it is at most 8 bytes long (the caller checks; a longer one gives garbage).
+/// With `PEXT` (only inlined into code compiled for BMI2, see [`has_fast_pext`]) the 7-bit
+/// groups are packed by one instruction.
 #[inline(always)]
-fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32, last: u32) -> u64 {
+fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32) -> u64 {
     let i = 1 + first as usize;
     let x = u64::from_le_bytes(w[i..i + 8].try_into().expect("8 bytes"));
-    let bits = 8 * (last - first + 1);
-    let x = if bits >= 64 { x } else { x & ((1u64 << bits) - 1) };
+    // Keep the bytes up to the first without the continuation bit.
+    let stop = !x & 0x8080_8080_8080_8080;
+    let x = x & (stop ^ stop.wrapping_sub(1));
     #[cfg(target_arch = "x86_64")]
     if PEXT {
         // SAFETY: PEXT is only true in functions compiled with BMI2, called after
@@ -345,54 +367,75 @@ impl DecodeState {
         Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
     }
 
-    /// The two records that make up nearly every log (malloc and free), decoded without
-    /// bounds checks while at least [`MAX_RECORD`] bytes remain. None, with nothing
-    /// consumed, for anything else (another op, a varint longer than 8 bytes, the end of
-    /// the frame): decode that one with [`DecodeState::next_record`]. Same results as it.
+    /// The allocation records (all but reallocarray), nearly every record of a log, decoded
+    /// without bounds checks or a branch on the op while at least [`MAX_RECORD`] bytes
+    /// remain. None, with nothing consumed, for anything else (another record, a varint
+    /// longer than 8 bytes or past the 16 bytes after the tag, the end of the frame): decode
+    /// that one with [`DecodeState::next_record`]. Same results as it.
     /// `PEXT`: see [`has_fast_pext`]; true only where inlined into code compiled for BMI2.
     #[inline(always)]
     pub fn next_common<const PEXT: bool>(&mut self, data: &[u8]) -> Option<Common> {
         let at = self.pos;
         let w: &[u8; MAX_RECORD] = data.get(at..at + MAX_RECORD)?.try_into().ok()?;
         let tag = w[0];
-        let op = tag & crate::format::TAG_OP_MASK;
-        if op != Op::Malloc as u8 && op != Op::Free as u8 {
+        let code = tag & crate::format::TAG_OP_MASK;
+        let kind = COMMON[code as usize];
+        if kind == 0 {
             return None;
         }
         // Where every varint of the record ends, from one look at the 16 bytes after the
         // tag: the bytes without the continuation bit. The fields are then read side by side
         // instead of each waiting for the length of the one before.
-        let ends = !continuation_bits(&w[1..17]) & 0xffff;
-        let e0 = ends.trailing_zeros(); // time delta (32: none in these 16 bytes)
-        let r1 = ends & ends.wrapping_sub(1);
-        let e1 = r1.trailing_zeros(); // malloc: size; free: pointer
-        let r2 = r1 & r1.wrapping_sub(1);
-        let e2 = r2.trailing_zeros(); // malloc: pointer; free: backend time
-        let e3 = (r2 & r2.wrapping_sub(1)).trailing_zeros(); // malloc: backend time
-        let malloc = op == Op::Malloc as u8;
+        let mut ends = !continuation_bits(&w[1..17]) & 0xffff;
+        let mut p = [16u32; 4]; // p[k]: the last byte of varint k (16: not in these 16)
+        for pk in p.iter_mut() {
+            *pk = ends.trailing_zeros().min(16);
+            ends &= ends.wrapping_sub(1);
+        }
+        // Varints: the time delta (0), the fields before the pointer (`pre` of them), the
+        // pointer, the backend time when timed. Up to 4 here: a timed record with two
+        // fields before its pointer takes the general decoder.
+        let pre = (kind & 3) as usize;
         let timed = tag & TAG_TIMED != 0;
-        // The fields as (first byte, last byte) within the 16: delta, size, pointer, time.
-        let (ps, pe) = if malloc { (e1 + 1, e2) } else { (e0 + 1, e1) };
-        let last = match (malloc, timed) {
-            (true, true) => e3,
-            (true, false) | (false, true) => e2,
-            (false, false) => e1,
-        };
-        // All within the 16 bytes and none longer than 8 (else the general decoder).
-        if last >= 16 || e0 >= 8 || pe - ps >= 8 || (malloc && e1 - e0 > 8) || (timed && last - pe > 8) {
+        let last = pre + 1 + timed as usize;
+        if last >= 4 {
             return None;
         }
-        let dt = field::<PEXT>(w, 0, e0);
-        let size = if malloc { field::<PEXT>(w, e0 + 1, e1) } else { 0 };
-        let pd = field::<PEXT>(w, ps, pe);
-        let backend = if timed { Some(field::<PEXT>(w, pe + 1, last)) } else { None };
+        let mut bad = p[last] >= 16;
+        let mut v = [0u64; 4];
+        for k in 0..4 {
+            let first = if k == 0 { 0 } else { p[k - 1] + 1 };
+            let end = p[k].max(first);
+            bad |= (k <= last) & (end - first >= 8);
+            v[k] = field::<PEXT>(w, first.min(15));
+        }
+        if bad {
+            return None;
+        }
         let shift = if tag & TAG_PTR_BYTES != 0 { 0 } else { PTR_SHIFT };
-        let ptr = self.prev_ptr.wrapping_add((varint::unzigzag(pd) << shift) as u64);
-        let ticks = self.last_ticks.wrapping_add(varint::unzigzag(dt) as u64);
+        let delta = |d: u64| (varint::unzigzag(d) << shift) as u64;
+        // Two fields before the pointer: the first is the count, alignment or old pointer.
+        let a = if pre == 2 { v[1] } else { 0 };
+        let first_is = (kind >> 2) & 3;
+        let is_old = first_is == 3;
+        let old = self.prev_ptr.wrapping_add(delta(a));
+        let base = std::hint::select_unpredictable(is_old, old, self.prev_ptr);
+        let ptr = base.wrapping_add(delta(v[pre + 1]));
+        let ticks = self.last_ticks.wrapping_add(varint::unzigzag(v[0]) as u64);
         self.prev_ptr = ptr;
         self.last_ticks = ticks;
-        self.pos = at + 2 + last as usize;
-        Some(Common { free: !malloc, ticks, size, ptr, backend_ticks: backend })
+        self.pos = at + 2 + p[last] as usize;
+        let size = std::hint::select_unpredictable(pre == 0, 0, v[pre]);
+        Some(Common {
+            op: Op::from_u8(code).expect("a code in COMMON"),
+            ticks,
+            size,
+            count: if first_is == 1 { a } else { 0 },
+            align: if first_is == 2 { a } else { 0 },
+            old: if is_old { old } else { 0 },
+            ptr,
+            backend_ticks: if timed { Some(v[last]) } else { None },
+        })
     }
 
     #[inline(always)]
@@ -491,9 +534,16 @@ mod tests {
                     let want = slow.next_record(&data);
                     let got = match if pext { fast.next_common::<true>(&data) } else { fast.next_common::<false>(&data) } {
                         Some(c) => Ok(Some(RawRecord {
-                            op: if c.free { Op::Free } else { Op::Malloc },
+                            op: c.op,
                             ticks: c.ticks,
-                            args: RawArgs { size: c.size, ptr: c.ptr, ..Default::default() },
+                            args: RawArgs {
+                                size: c.size,
+                                count: c.count,
+                                align: c.align,
+                                old: c.old,
+                                ptr: c.ptr,
+                                value: 0,
+                            },
                             backend_ticks: c.backend_ticks,
                         })),
                         None => fast.next_record(&data),

@@ -414,18 +414,17 @@ impl Src<'_> {
                         self.after_cut += 1;
                         continue;
                     }
-                    let op = if m.free { Op::Free } else { Op::Malloc };
-                    c.keys[c.len] = self.order.key(m.ticks, op, slot);
+                    c.keys[c.len] = self.order.key(m.ticks, m.op, slot);
                     c.batch[c.len] = Event {
                         ts_ns: self.ns(m.ticks),
                         tid: c.tid,
                         stream: c.stream,
-                        op,
+                        op: m.op,
                         ptr: m.ptr,
                         size: m.size,
-                        count: 0,
-                        align: 0,
-                        old: 0,
+                        count: m.count,
+                        align: m.align,
+                        old: m.old,
                         value: 0,
                         backend_ns: m.backend_ticks.map(|t| self.scale.dur(t)),
                     };

@@ -132,7 +132,7 @@ impl Threads {
         let th = &mut self.list[t as usize];
         th.last_ns = ts;
         th.frees += 1;
-        th.run_start = if th.run == 0 { ts } else { th.run_start };
+        th.run_start = std::hint::select_unpredictable(th.run == 0, ts, th.run_start);
         th.run += 1;
         th.run_last = ts;
     }
