@@ -508,7 +508,7 @@ mod tests {
             prop_assert_eq!(got, want);
         }
 
-        /// The fast path for malloc and free gives what the general decoder gives, on valid
+        /// The fast path for allocation records gives what the general decoder gives, on valid
         /// records and on arbitrary bytes, and never takes a record the general one rejects.
         #[test]
         fn common_path_agrees(recs in prop::collection::vec(

@@ -2,7 +2,7 @@
 use serde::Serialize;
 
 /// What happened. Allocation operations are named after their C function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Op {
@@ -30,6 +30,7 @@ pub enum Op {
     /// `value` calls were served but not recorded (after thread exit or the final flush).
     Untraced = 38,
     /// The process stream's last record: the log was closed cleanly.
+    #[default]
     End = 39,
 }
 
@@ -129,11 +130,6 @@ impl Op {
     }
 }
 
-impl Default for Op {
-    fn default() -> Op {
-        Op::End
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Field {

@@ -6,7 +6,7 @@
 //! the number of events. The file must be seekable (frames of one thread are read where
 //! they lie).
 //!
-//! Speed: each stream is decoded a batch at a time in a tight loop (malloc and free, nearly
+//! Speed: each stream is decoded a batch at a time in a tight loop (allocation records, nearly
 //! every record, through a fast path), and the streams are merged by a loser tree whose keys
 //! are single integers, so that picking the next event costs log2(streams) min/max
 //! operations and no unpredictable branch. [`Events::fill`] hands out events a chunk at a

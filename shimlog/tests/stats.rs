@@ -672,7 +672,7 @@ fn one_thread_and_two_give_the_same_report() {
         x ^= x << 17;
         let t = tids[(x % 4) as usize];
         let ts = 1000 + i * 7;
-        if live.len() > 500 && x % 3 == 0 {
+        if live.len() > 500 && x.is_multiple_of(3) {
             let (p, _) = live.swap_remove((x as usize / 3) % live.len());
             l.free(t, ts, p);
         } else {
