@@ -53,6 +53,18 @@ def _logs(events, say):
     return out
 
 
+def _summary(runs):
+    """Medians of CPU and wall seconds (and their sorted lists), the largest max RSS; None
+    when no run succeeded."""
+    ok = [r for r in runs if r["ok"]]
+    if not ok:
+        return None
+    cpus = sorted(r["cpu_s"] for r in ok)
+    walls = sorted(r["wall_s"] for r in ok)
+    return {"cpu_s": cpus[len(cpus) // 2], "wall_s": walls[len(walls) // 2], "cpus": cpus,
+            "walls": walls, "maxrss_kb": max(r["maxrss_kb"] for r in ok)}
+
+
 def measure(rounds, say, events=None):
     if not os.access(GENLOG, os.X_OK):
         return {"skipped": f"{os.path.relpath(GENLOG, ROOT)} is missing (bench/run.sh builds it)"}
@@ -75,24 +87,17 @@ def measure(rounds, say, events=None):
         rel = os.path.relpath(x["log"], ROOT)
         x["command"] = f"/usr/bin/time -v target/release/shimlog stats --one-thread {rel}"
         x["command_two"] = f"/usr/bin/time -v target/release/shimlog stats {rel}"
-        one = [r for r in runs["one"] if r["ok"]]
-        two = [r for r in runs["two"] if r["ok"]]
+        one, two = _summary(runs["one"]), _summary(runs["two"])
         if one and x["events"]:
-            cpu = sorted(r["cpu_s"] for r in one)
-            x["cpu_s"] = cpu[len(cpu) // 2]
-            x["wall_s"] = sorted(r["wall_s"] for r in one)[len(one) // 2]
+            x["cpu_s"], x["wall_s"], x["maxrss_kb"] = one["cpu_s"], one["wall_s"], one["maxrss_kb"]
             x["events_per_cpu_s"] = x["events"] / x["cpu_s"]
-            x["rates"] = [x["events"] / c for c in cpu]
-            x["maxrss_kb"] = max(r["maxrss_kb"] for r in one)
+            x["rates"] = [x["events"] / c for c in one["cpus"]]
             say(f"stats speed: {x['name']}: {x['events_per_cpu_s'] / 1e6:.1f} M events per CPU second "
                 f"on one thread, max RSS {x['maxrss_kb'] / 1024:.0f} MiB")
         if two and x["events"]:
-            walls = sorted(r["wall_s"] for r in two)
-            x["two_wall_s"] = walls[len(walls) // 2]
-            x["two_cpu_s"] = sorted(r["cpu_s"] for r in two)[len(two) // 2]
+            x["two_cpu_s"], x["two_wall_s"], x["two_maxrss_kb"] = two["cpu_s"], two["wall_s"], two["maxrss_kb"]
             x["two_events_per_wall_s"] = x["events"] / x["two_wall_s"]
-            x["two_wall_rates"] = [x["events"] / w for w in walls]
-            x["two_maxrss_kb"] = max(r["maxrss_kb"] for r in two)
+            x["two_wall_rates"] = [x["events"] / w for w in two["walls"]]
             say(f"stats speed: {x['name']}: {x['two_events_per_wall_s'] / 1e6:.1f} M events per wall second "
                 f"with the reader thread")
         os.remove(x["log"])

@@ -194,20 +194,6 @@ pub struct RawArgs {
     pub value: u64,
 }
 
-/// An allocation-family record, as [`DecodeState::next_common`] decodes it (the fields its
-/// op does not have are 0).
-#[derive(Clone, Copy, Debug)]
-pub struct Common {
-    pub op: Op,
-    pub ticks: u64,
-    pub size: u64,
-    pub count: u64,
-    pub align: u64,
-    pub old: u64,
-    pub ptr: u64,
-    pub backend_ticks: Option<u64>,
-}
-
 /// What [`DecodeState::next_common`] needs to know of an op code: the fields before the
 /// pointer (bits 0-1), what the first of two is (bits 2-3: 1 count, 2 align, 3 old), and
 /// whether it takes the fast path at all (bit 4). Reallocarray (three fields before the
@@ -374,7 +360,7 @@ impl DecodeState {
     /// that one with [`DecodeState::next_record`]. Same results as it.
     /// `PEXT`: see [`has_fast_pext`]; true only where inlined into code compiled for BMI2.
     #[inline(always)]
-    pub fn next_common<const PEXT: bool>(&mut self, data: &[u8]) -> Option<Common> {
+    pub fn next_common<const PEXT: bool>(&mut self, data: &[u8]) -> Option<RawRecord> {
         let at = self.pos;
         let w: &[u8; MAX_RECORD] = data.get(at..at + MAX_RECORD)?.try_into().ok()?;
         let tag = w[0];
@@ -426,14 +412,17 @@ impl DecodeState {
         self.last_ticks = ticks;
         self.pos = at + 2 + p[last] as usize;
         let size = std::hint::select_unpredictable(pre == 0, 0, v[pre]);
-        Some(Common {
+        Some(RawRecord {
             op: Op::from_u8(code).expect("a code in COMMON"),
             ticks,
-            size,
-            count: if first_is == 1 { a } else { 0 },
-            align: if first_is == 2 { a } else { 0 },
-            old: if is_old { old } else { 0 },
-            ptr,
+            args: RawArgs {
+                size,
+                count: if first_is == 1 { a } else { 0 },
+                align: if first_is == 2 { a } else { 0 },
+                old: if is_old { old } else { 0 },
+                ptr,
+                value: 0,
+            },
             backend_ticks: if timed { Some(v[last]) } else { None },
         })
     }
@@ -533,19 +522,7 @@ mod tests {
                 loop {
                     let want = slow.next_record(&data);
                     let got = match if pext { fast.next_common::<true>(&data) } else { fast.next_common::<false>(&data) } {
-                        Some(c) => Ok(Some(RawRecord {
-                            op: c.op,
-                            ticks: c.ticks,
-                            args: RawArgs {
-                                size: c.size,
-                                count: c.count,
-                                align: c.align,
-                                old: c.old,
-                                ptr: c.ptr,
-                                value: 0,
-                            },
-                            backend_ticks: c.backend_ticks,
-                        })),
+                        Some(r) => Ok(Some(r)),
                         None => fast.next_record(&data),
                     };
                     prop_assert_eq!(&got, &want);

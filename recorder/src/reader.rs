@@ -409,29 +409,12 @@ impl Src<'_> {
         let cut = self.r.cut_ticks;
         loop {
             while c.len < BATCH {
-                if let Some(m) = c.state.next_common::<PEXT>(&c.data) {
-                    if cut.is_some_and(|cut| m.ticks > cut) {
-                        self.after_cut += 1;
-                        continue;
-                    }
-                    c.keys[c.len] = self.order.key(m.ticks, m.op, slot);
-                    c.batch[c.len] = Event {
-                        ts_ns: self.ns(m.ticks),
-                        tid: c.tid,
-                        stream: c.stream,
-                        op: m.op,
-                        ptr: m.ptr,
-                        size: m.size,
-                        count: m.count,
-                        align: m.align,
-                        old: m.old,
-                        value: 0,
-                        backend_ns: m.backend_ticks.map(|t| self.scale.dur(t)),
-                    };
-                    c.len += 1;
-                    continue;
-                }
-                let rec = match c.state.next_record(&c.data) {
+                // Nearly every record takes the fast path; the rest the general decoder.
+                let next = match c.state.next_common::<PEXT>(&c.data) {
+                    Some(rec) => Ok(Some(rec)),
+                    None => c.state.next_record(&c.data),
+                };
+                let rec = match next {
                     Ok(Some(rec)) => rec,
                     Ok(None) => break,
                     Err(at) => {
