@@ -251,9 +251,9 @@ fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32) -> u64 {
     (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
 }
 
-/// True when the CPU has BMI2 and its PEXT is fast: every Intel CPU with BMI2, and AMD
-/// from Zen 3 (family 0x19) on; earlier AMD CPUs run PEXT in microcode, slower than the
-/// shifts it replaces.
+/// True when the CPU has BMI2 and its PEXT is fast: Intel (and any other vendor with BMI2),
+/// and AMD from Zen 3 (family 0x19) on; earlier AMD CPUs and Hygon's run PEXT in microcode,
+/// slower than the shifts it replaces.
 pub fn has_fast_pext() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -262,7 +262,12 @@ pub fn has_fast_pext() -> bool {
             return false;
         }
         let v = __cpuid(0);
-        let amd = v.ebx == 0x6874_7541; // "Auth" of "AuthenticAMD"
+        // "Auth" of "AuthenticAMD", "Hygo" of "HygonGenuine" (Hygon's cores are Zen 1).
+        let amd = v.ebx == 0x6874_7541;
+        let hygon = v.ebx == 0x6f67_7948;
+        if hygon {
+            return false;
+        }
         if !amd {
             return true;
         }
