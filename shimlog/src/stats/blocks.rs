@@ -160,28 +160,39 @@ impl BlockTable {
         let _ = key;
     }
 
+    /// Where `key` is (Ok), or the empty slot that ends its cluster when it is absent (Err).
+    #[inline(always)]
+    fn probe(&self, key: u64) -> Result<usize, usize> {
+        let mask = self.mask;
+        let ks = self.keys.as_slice();
+        let mut i = self.home(key);
+        loop {
+            let k = ks[i];
+            if k == key {
+                return Ok(i);
+            }
+            if k == 0 {
+                return Err(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Inserts; returns the block that was at `key` (which is replaced).
     #[inline(always)]
     pub fn insert(&mut self, key: u64, b: Block) -> Option<Block> {
         debug_assert!(key != 0);
-        let mask = self.mask;
-        let mut i = self.home(key);
-        let ks = self.keys.as_mut_slice();
-        loop {
-            let k = ks[i];
-            if k == key {
-                return Some(std::mem::replace(&mut self.vals.as_mut_slice()[i], b));
-            }
-            if k == 0 {
-                ks[i] = key;
+        match self.probe(key) {
+            Ok(i) => Some(std::mem::replace(&mut self.vals.as_mut_slice()[i], b)),
+            Err(i) => {
+                self.keys.as_mut_slice()[i] = key;
                 self.vals.as_mut_slice()[i] = b;
                 self.len += 1;
-                if self.len * 8 > (mask + 1) * 5 {
+                if self.len * 8 > (self.mask + 1) * 5 {
                     self.grow();
                 }
-                return None;
+                None
             }
-            i = (i + 1) & mask;
         }
     }
 
@@ -191,19 +202,11 @@ impl BlockTable {
         if key == 0 {
             return None;
         }
+        let Ok(i) = self.probe(key) else {
+            return None;
+        };
         let mask = self.mask;
-        let mut i = self.home(key);
         let ks = self.keys.as_mut_slice();
-        loop {
-            let k = ks[i];
-            if k == key {
-                break;
-            }
-            if k == 0 {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
         let shift = self.shift;
         let vs = self.vals.as_mut_slice();
         let out = vs[i];

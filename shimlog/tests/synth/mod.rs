@@ -124,30 +124,21 @@ impl Log {
 
     pub fn thread_record(&mut self, tid: u32, ts: u64, op: Op, value: u64) {
         let s = self.stream(tid, ts);
-        self.push(
-            s,
-            op,
-            ts,
-            Args {
-                value,
-                ..Default::default()
-            },
-            None,
-        );
+        self.value_record(s, ts, op, value);
     }
 
     /// A process-stream record (RSS, ...).
     pub fn process(&mut self, ts: u64, op: Op, value: u64) {
-        self.push(
-            0,
-            op,
-            ts,
-            Args {
-                value,
-                ..Default::default()
-            },
-            None,
-        );
+        self.value_record(0, ts, op, value);
+    }
+
+    /// A record whose one field is its value, on stream `s`.
+    fn value_record(&mut self, s: u32, ts: u64, op: Op, value: u64) {
+        let a = Args {
+            value,
+            ..Default::default()
+        };
+        self.push(s, op, ts, a, None);
     }
 
     /// Writes every buffer; with `end`, closes the log with ThreadExits and End.
