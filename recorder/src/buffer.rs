@@ -194,21 +194,39 @@ pub struct RawArgs {
     pub value: u64,
 }
 
-/// What [`DecodeState::next_common`] needs to know of an op code: the fields before the
-/// pointer (bits 0-1), what the first of two is (bits 2-3: 1 count, 2 align, 3 old), and
-/// whether it takes the fast path at all (bit 4). Reallocarray (three fields before the
-/// pointer) and the thread and process records do not.
-const COMMON: [u8; 64] = {
-    let mut t = [0u8; 64];
-    t[Op::Malloc as usize] = 0x10 | 1;
-    t[Op::Valloc as usize] = 0x10 | 1;
-    t[Op::Pvalloc as usize] = 0x10 | 1;
-    t[Op::Free as usize] = 0x10;
-    t[Op::Calloc as usize] = 0x10 | (1 << 2) | 2;
-    t[Op::PosixMemalign as usize] = 0x10 | (2 << 2) | 2;
-    t[Op::AlignedAlloc as usize] = 0x10 | (2 << 2) | 2;
-    t[Op::Memalign as usize] = 0x10 | (2 << 2) | 2;
-    t[Op::Realloc as usize] = 0x10 | (3 << 2) | 2;
+/// What [`DecodeState::next_common`] needs to know of a tag's op and timing bits (its low 7
+/// bits): the fields before the pointer (bits 0-1), what the first of two is (bits 2-3: 1
+/// count, 2 align, 3 old), the index of the record's last varint after the tag (bits 4-5),
+/// and whether it takes the fast path at all (bit 6). Reallocarray (three fields before the
+/// pointer), a timed record with two fields before its pointer (five varints), and the
+/// thread and process records do not.
+const COMMON: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let ops: [(Op, u8, u8); 9] = [
+        (Op::Malloc, 1, 0),
+        (Op::Valloc, 1, 0),
+        (Op::Pvalloc, 1, 0),
+        (Op::Free, 0, 0),
+        (Op::Calloc, 2, 1),
+        (Op::PosixMemalign, 2, 2),
+        (Op::AlignedAlloc, 2, 2),
+        (Op::Memalign, 2, 2),
+        (Op::Realloc, 2, 3),
+    ];
+    let mut i = 0;
+    while i < ops.len() {
+        let (op, pre, first_is) = ops[i];
+        let mut timed = 0u8;
+        while timed < 2 {
+            // Varints: the time delta, `pre` fields, the pointer, the backend time if timed.
+            let last = pre + 1 + timed;
+            if last < 4 {
+                t[op as usize | (timed as usize) << 6] = 0x40 | last << 4 | first_is << 2 | pre;
+            }
+            timed += 1;
+        }
+        i += 1;
+    }
     t
 };
 
@@ -234,7 +252,9 @@ fn continuation_bits(b: &[u8]) -> u32 {
 /// groups are packed by one instruction.
 #[inline(always)]
 fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32) -> u64 {
-    let i = 1 + first as usize;
+    // first <= 33 (one past a trailing_zeros of a u32); the mask only shows the compiler
+    // that the 8 bytes lie inside `w`.
+    let i = (1 + first as usize) & 63;
     let x = u64::from_le_bytes(w[i..i + 8].try_into().expect("8 bytes"));
     // Keep the bytes up to the first without the continuation bit.
     let stop = !x & 0x8080_8080_8080_8080;
@@ -369,66 +389,60 @@ impl DecodeState {
         let at = self.pos;
         let w: &[u8; MAX_RECORD] = data.get(at..at + MAX_RECORD)?.try_into().ok()?;
         let tag = w[0];
-        let code = tag & crate::format::TAG_OP_MASK;
-        let kind = COMMON[code as usize];
+        let kind = COMMON[(tag & 0x7f) as usize] as u32;
         if kind == 0 {
             return None;
         }
         // Where every varint of the record ends, from one look at the 16 bytes after the
         // tag: the bytes without the continuation bit. The fields are then read side by side
         // instead of each waiting for the length of the one before.
-        let mut ends = !continuation_bits(&w[1..17]) & 0xffff;
-        let mut p = [16u32; 4]; // p[k]: the last byte of varint k (16: not in these 16)
-        for pk in p.iter_mut() {
-            *pk = ends.trailing_zeros().min(16);
-            ends &= ends.wrapping_sub(1);
-        }
-        // Varints: the time delta (0), the fields before the pointer (`pre` of them), the
-        // pointer, the backend time when timed. Up to 4 here: a timed record with two
-        // fields before its pointer takes the general decoder.
-        let pre = (kind & 3) as usize;
-        let timed = tag & TAG_TIMED != 0;
-        let last = pre + 1 + timed as usize;
-        if last >= 4 {
+        let cont = continuation_bits(&w[1..17]);
+        let e0 = !cont & 0xffff;
+        let e1 = e0 & e0.wrapping_sub(1);
+        let e2 = e1 & e1.wrapping_sub(1);
+        let e3 = e2 & e2.wrapping_sub(1);
+        // The last byte of each varint (32: not in these 16).
+        let p = [e0.trailing_zeros(), e1.trailing_zeros(), e2.trailing_zeros(), e3.trailing_zeros()];
+        let (pre, first_is, last) = (kind & 3, (kind >> 2) & 3, (kind >> 4) & 3);
+        let end = p[last as usize];
+        // Bit i of `long`: bytes i..i+8 all continue, so a varint there is over 8 bytes.
+        let long = cont & (cont >> 1);
+        let long = long & (long >> 2);
+        let long = long & (long >> 4);
+        if (end >= 16) | (long & (1u32 << (end & 31)).wrapping_sub(1) != 0) {
             return None;
         }
-        let mut bad = p[last] >= 16;
-        let mut v = [0u64; 4];
-        for k in 0..4 {
-            let first = if k == 0 { 0 } else { p[k - 1] + 1 };
-            let end = p[k].max(first);
-            bad |= (k <= last) & (end - first >= 8);
-            v[k] = field::<PEXT>(w, first.min(15));
-        }
-        if bad {
-            return None;
-        }
+        let v = [
+            field::<PEXT>(w, 0),
+            field::<PEXT>(w, p[0] + 1),
+            field::<PEXT>(w, p[1] + 1),
+            field::<PEXT>(w, p[2] + 1),
+        ];
         let shift = if tag & TAG_PTR_BYTES != 0 { 0 } else { PTR_SHIFT };
         let delta = |d: u64| (varint::unzigzag(d) << shift) as u64;
         // Two fields before the pointer: the first is the count, alignment or old pointer.
-        let a = if pre == 2 { v[1] } else { 0 };
-        let first_is = (kind >> 2) & 3;
+        let a = v[1];
         let is_old = first_is == 3;
         let old = self.prev_ptr.wrapping_add(delta(a));
         let base = std::hint::select_unpredictable(is_old, old, self.prev_ptr);
-        let ptr = base.wrapping_add(delta(v[pre + 1]));
+        let ptr = base.wrapping_add(delta(v[pre as usize + 1]));
         let ticks = self.last_ticks.wrapping_add(varint::unzigzag(v[0]) as u64);
         self.prev_ptr = ptr;
         self.last_ticks = ticks;
-        self.pos = at + 2 + p[last] as usize;
-        let size = std::hint::select_unpredictable(pre == 0, 0, v[pre]);
+        self.pos = at + 2 + end as usize;
+        let two = pre == 2;
         Some(RawRecord {
-            op: Op::from_u8(code).expect("a code in COMMON"),
+            op: Op::from_u8(tag & crate::format::TAG_OP_MASK).expect("a code in COMMON"),
             ticks,
             args: RawArgs {
-                size,
-                count: if first_is == 1 { a } else { 0 },
-                align: if first_is == 2 { a } else { 0 },
+                size: std::hint::select_unpredictable(pre == 0, 0, v[pre as usize]),
+                count: if two & (first_is == 1) { a } else { 0 },
+                align: if two & (first_is == 2) { a } else { 0 },
                 old: if is_old { old } else { 0 },
                 ptr,
                 value: 0,
             },
-            backend_ticks: if timed { Some(v[last]) } else { None },
+            backend_ticks: if tag & TAG_TIMED != 0 { Some(v[last as usize]) } else { None },
         })
     }
 

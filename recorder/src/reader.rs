@@ -76,8 +76,46 @@ pub struct FrameInfo {
     pub h: FrameHeader,
 }
 
+/// The log file mapped read-only, so that frame bodies are decompressed from the page cache
+/// without a copy into a buffer first. (A log is only ever appended to and rewritten in
+/// place, never truncated, while a reader may have it mapped.)
+struct Mapped {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: a read-only mapping, shared like a &[u8].
+unsafe impl Send for Mapped {}
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    fn of(file: &File, len: u64) -> Option<Mapped> {
+        use std::os::fd::AsRawFd;
+        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+        // SAFETY: a new private read-only mapping of an open file; checked for failure.
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
+        };
+        (p != libc::MAP_FAILED).then_some(Mapped { ptr: p as *const u8, len })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping holds len readable bytes for the life of self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `of` with this length.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
 pub struct LogReader {
     file: File,
+    /// The file's first `file_len` bytes, where mmap works (else frames are read with pread).
+    map: Option<Mapped>,
     pub path: String,
     pub header: Header,
     pub frames: Vec<FrameInfo>,
@@ -135,6 +173,7 @@ impl LogReader {
             )
         })?;
         let mut r = LogReader {
+            map: Mapped::of(&file, file_len),
             file,
             path: path.to_string(),
             header,
@@ -251,11 +290,22 @@ impl LogReader {
         dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
         out: &mut Vec<u8>,
     ) -> Result<(), String> {
-        comp.clear();
-        comp.resize(fi.h.comp_len as usize, 0);
-        self.file
-            .read_exact_at(comp, fi.offset + format::FRAME_HEADER_LEN as u64)
-            .map_err(|e| e.to_string())?;
+        // Grown (and zeroed) only when a frame is larger than any before: the read
+        // overwrites what it uses.
+        let clen = fi.h.comp_len as usize;
+        let at = fi.offset + format::FRAME_HEADER_LEN as u64;
+        let body: &[u8] = match &self.map {
+            // The index only holds frames that end inside the file.
+            Some(m) => &m.bytes()[at as usize..at as usize + clen],
+            None => {
+                if comp.len() < clen {
+                    comp.resize(clen, 0);
+                }
+                let comp = &mut comp[..clen];
+                self.file.read_exact_at(comp, at).map_err(|e| e.to_string())?;
+                comp
+            }
+        };
         if dctx.is_none() {
             *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
         }
@@ -265,7 +315,7 @@ impl LogReader {
         out.clear();
         out.reserve(fi.h.raw_len as usize);
         let n = d
-            .decompress_to_buffer(comp, out)
+            .decompress_to_buffer(body, out)
             .map_err(|e| format!("zstd: {e}"))?;
         if n != fi.h.raw_len as usize {
             return Err(format!(
@@ -383,6 +433,23 @@ impl Src<'_> {
         }
     }
 
+    #[inline(always)]
+    fn event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
+        Event {
+            ts_ns: self.ns(rec.ticks),
+            tid,
+            stream,
+            op: rec.op,
+            ptr: rec.args.ptr,
+            size: rec.args.size,
+            count: rec.args.count,
+            align: rec.args.align,
+            old: rec.args.old,
+            value,
+            backend_ns: rec.backend_ticks.map(|t| self.scale.dur(t)),
+        }
+    }
+
     /// Refills `c.batch` with the stream's next records (up to BATCH), moving to its next
     /// frames as needed. False at the end of the stream.
     #[inline]
@@ -406,15 +473,25 @@ impl Src<'_> {
     fn refill_with<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
         c.len = 0;
         c.pos = 0;
-        let cut = self.r.cut_ticks;
+        let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
-            while c.len < BATCH {
-                // Nearly every record takes the fast path; the rest the general decoder.
-                let next = match c.state.next_common::<PEXT>(&c.data) {
-                    Some(rec) => Ok(Some(rec)),
-                    None => c.state.next_record(&c.data),
-                };
-                let rec = match next {
+            // Split borrows, so that the loop keeps the stream's state in registers.
+            let (data, st, batch, keys) = (&c.data[..], &mut c.state, &mut *c.batch, &mut *c.keys);
+            let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
+            while len < BATCH {
+                // Nearly every record takes the fast path: an allocation record, only
+                // stamped after the cut or not.
+                if let Some(rec) = st.next_common::<PEXT>(data) {
+                    if rec.ticks > cut {
+                        self.after_cut += 1;
+                        continue;
+                    }
+                    keys[len] = self.order.key(rec.ticks, rec.op, slot);
+                    batch[len] = self.event(&rec, tid, stream, 0);
+                    len += 1;
+                    continue;
+                }
+                let rec = match st.next_record(data) {
                     Ok(Some(rec)) => rec,
                     Ok(None) => break,
                     Err(at) => {
@@ -422,17 +499,17 @@ impl Src<'_> {
                             offset: c.cur_offset,
                             reason: format!("malformed record at byte {at} of its records"),
                         });
-                        c.state = DecodeState::new(0);
+                        *st = DecodeState::new(0);
                         c.data.clear();
                         break;
                     }
                 };
-                if rec.op.is_alloc_family() && cut.is_some_and(|cut| rec.ticks > cut) {
+                if rec.op.is_alloc_family() && rec.ticks > cut {
                     self.after_cut += 1;
                     continue;
                 }
                 if rec.op == Op::ThreadStart {
-                    c.tid = rec.args.value as u32;
+                    tid = rec.args.value as u32;
                 }
                 let mut value = rec.args.value;
                 if rec.op == Op::End {
@@ -441,22 +518,12 @@ impl Src<'_> {
                         value = self.ns(value);
                     }
                 }
-                c.keys[c.len] = self.order.key(rec.ticks, rec.op, slot);
-                c.batch[c.len] = Event {
-                    ts_ns: self.ns(rec.ticks),
-                    tid: c.tid,
-                    stream: c.stream,
-                    op: rec.op,
-                    ptr: rec.args.ptr,
-                    size: rec.args.size,
-                    count: rec.args.count,
-                    align: rec.args.align,
-                    old: rec.args.old,
-                    value,
-                    backend_ns: rec.backend_ticks.map(|t| self.scale.dur(t)),
-                };
-                c.len += 1;
+                keys[len] = self.order.key(rec.ticks, rec.op, slot);
+                batch[len] = self.event(&rec, tid, stream, value);
+                len += 1;
             }
+            c.tid = tid;
+            c.len = len;
             if c.len > 0 {
                 return true;
             }

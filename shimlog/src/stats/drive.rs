@@ -17,7 +17,7 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 /// How many events ahead of the analysis their live-table slots are prefetched.
 const AHEAD: usize = 8;
 /// Events taken from the reader at a time.
-const CHUNK: usize = 1024;
+const CHUNK: usize = 256;
 /// Chunks the reader thread may be ahead by, and their size: larger than on one thread,
 /// so that handing one over (and waking the other thread) is rare.
 const IN_FLIGHT: usize = 4;

@@ -1,7 +1,7 @@
 //! Time spent inside the allocator: per-operation percentiles of the recorded backend time
 //! (every call or a sample, as SHIM_TIMING chose, plus every call that stayed over 1 ms),
 //! and the slowest calls, so that a stall is found in one look.
-use hdrhistogram::Histogram;
+use super::fasthist::FastHist;
 use recorder::{Event, Op};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -11,8 +11,9 @@ pub const SLOWEST: usize = 20;
 
 #[derive(Clone)]
 pub struct Latency {
-    /// Indexed by `op as usize - 1` (the allocation ops are 1..=10).
-    per_op: Vec<Histogram<u64>>,
+    /// Indexed by `op as usize - 1` (the allocation ops are 1..=10); three significant
+    /// digits.
+    per_op: Vec<FastHist<3>>,
     /// The slowest calls, slowest first; `floor` is the time a call must exceed to enter.
     slowest: Vec<SlowCall>,
     floor: u64,
@@ -23,7 +24,7 @@ impl Latency {
     pub fn new(pid: u32) -> Latency {
         Latency {
             per_op: (0..Op::ALLOC_OPS.len())
-                .map(|_| Histogram::new(3).expect("histogram"))
+                .map(|_| FastHist::default())
                 .collect(),
             slowest: Vec::with_capacity(SLOWEST + 1),
             floor: 0,
@@ -33,7 +34,7 @@ impl Latency {
 
     #[inline(always)]
     pub fn record(&mut self, e: &Event, ns: u64) {
-        let _ = self.per_op[e.op as usize - 1].record(ns);
+        self.per_op[e.op as usize - 1].record(ns);
         if ns > self.floor || self.slowest.len() < SLOWEST {
             self.slow(e, ns);
         }
@@ -65,7 +66,7 @@ impl Latency {
 
     pub fn merge(&mut self, o: &Latency, offset_ns: u64) {
         for (a, b) in self.per_op.iter_mut().zip(&o.per_op) {
-            let _ = a.add(b);
+            a.add(b);
         }
         for c in &o.slowest {
             let mut c = c.clone();
@@ -77,10 +78,11 @@ impl Latency {
     pub fn report(&self) -> LatencyReport {
         let mut per_op = BTreeMap::new();
         let mut timed = 0;
-        for (i, h) in self.per_op.iter().enumerate() {
-            if h.is_empty() {
+        for (i, f) in self.per_op.iter().enumerate() {
+            if f.is_empty() {
                 continue;
             }
+            let h = f.to_hdr();
             timed += h.len();
             per_op.insert(
                 Op::ALLOC_OPS[i].name(),

@@ -46,7 +46,7 @@ pub const TOP: usize = 20;
 #[derive(Clone)]
 pub struct Lifetimes {
     /// Lifetimes in ns (hdrhistogram's buckets, recorded inline; see fasthist).
-    ns: FastHist,
+    ns: FastHist<2>,
     /// Allocations-in-between per bucket (exact below 16, then powers of two), and the most.
     between: [u64; NBT],
     between_max: u64,
