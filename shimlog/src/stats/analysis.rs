@@ -52,6 +52,8 @@ impl Analysis {
             if e.old != 0 {
                 self.heap.prefetch(e.old);
             }
+            // Untimed calls prefetch the count of 0 ns, always in cache: no branch.
+            self.lat.prefetch(e.op, e.backend_ns.unwrap_or(0));
         }
     }
 
