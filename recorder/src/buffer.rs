@@ -248,7 +248,7 @@ fn continuation_bits(b: &[u8]) -> u32 {
 
 /// The varint starting at byte `first` (counted from after the tag) of a record whose bytes
 /// are `w`, if it is at most 8 bytes long (the caller checks; a longer one gives garbage).
-/// With `PEXT` (only inlined into code compiled for BMI2, see [`has_fast_pext`]) the 7-bit
+/// With `PEXT` (only inlined into code compiled for BMI2, see [`crate::cpu::has_fast_pext`]) the 7-bit
 /// groups are packed by one instruction.
 #[inline(always)]
 fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32) -> u64 {
@@ -262,41 +262,13 @@ fn field<const PEXT: bool>(w: &[u8; MAX_RECORD], first: u32) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if PEXT {
         // SAFETY: PEXT is only true in functions compiled with BMI2, called after
-        // has_fast_pext() said the CPU has it.
+        // cpu::has_fast_pext() said the CPU has it.
         return unsafe { core::arch::x86_64::_pext_u64(x, 0x7f7f_7f7f_7f7f_7f7f) };
     }
     let x = x & 0x7f7f_7f7f_7f7f_7f7f;
     let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
     let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
     (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
-}
-
-/// True when the CPU has BMI2 and its PEXT is fast: Intel (and any other vendor with BMI2),
-/// and AMD from Zen 3 (family 0x19) on; earlier AMD CPUs and Hygon's run PEXT in microcode,
-/// slower than the shifts it replaces.
-pub fn has_fast_pext() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::__cpuid;
-        if !std::is_x86_feature_detected!("bmi2") {
-            return false;
-        }
-        let v = __cpuid(0);
-        // "Auth" of "AuthenticAMD", "Hygo" of "HygonGenuine" (Hygon's cores are Zen 1).
-        let amd = v.ebx == 0x6874_7541;
-        let hygon = v.ebx == 0x6f67_7948;
-        if hygon {
-            return false;
-        }
-        if !amd {
-            return true;
-        }
-        let f = __cpuid(1).eax;
-        let family = ((f >> 8) & 0xf) + if (f >> 8) & 0xf == 0xf { (f >> 20) & 0xff } else { 0 };
-        family >= 0x19
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// Decodes the records of one frame. Stops with an error at the first malformed record.
@@ -383,7 +355,7 @@ impl DecodeState {
     /// remain. None, with nothing consumed, for anything else (another record, a varint
     /// longer than 8 bytes or past the 16 bytes after the tag, the end of the frame): decode
     /// that one with [`DecodeState::next_record`]. Same results as it.
-    /// `PEXT`: see [`has_fast_pext`]; true only where inlined into code compiled for BMI2.
+    /// `PEXT`: see [`crate::cpu::has_fast_pext`]; true only where inlined into code compiled for BMI2.
     #[inline(always)]
     pub fn next_common<const PEXT: bool>(&mut self, data: &[u8]) -> Option<RawRecord> {
         let at = self.pos;
@@ -535,7 +507,7 @@ mod tests {
                 let ptr = 0x7f00_0000_0000u64.wrapping_add(off);
                 b.push(op, t, &Args { size, ptr, old: ptr ^ 8, value: size, ..Default::default() }, bt);
             }
-            let both: &[bool] = if has_fast_pext() { &[false, true] } else { &[false] };
+            let both: &[bool] = if crate::cpu::has_fast_pext() { &[false, true] } else { &[false] };
             for (data, &pext) in [b.records().to_vec(), junk].iter().flat_map(|d| both.iter().map(move |p| (d.clone(), p))) {
                 let (mut slow, mut fast) = (DecodeState::new(7), DecodeState::new(7));
                 loop {

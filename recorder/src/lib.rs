@@ -1,10 +1,12 @@
 //! The shim log: what an event is ([`event`]), how it is laid out on disk ([`format`], see
 //! docs/format.md), how a thread encodes it with plain stores ([`buffer`]), how full buffers
 //! reach the recorder thread ([`transport`]), how the recorder compresses and writes them
-//! ([`writer`]), and how a log is read back in merged time order ([`reader`]).
+//! ([`writer`]), and how a log is read back in merged time order ([`reader`]), with hot
+//! loops compiled for the CPU's features ([`cpu`]).
 
 pub mod buffer;
 pub mod clock;
+pub mod cpu;
 pub mod event;
 pub mod format;
 pub mod reader;

@@ -416,6 +416,8 @@ struct Src<'a> {
     order: Order,
     /// Decode with PEXT (the CPU has a fast one).
     pext: bool,
+    /// Run the copies compiled for x86-64-v3 (the CPU has its features).
+    v3: bool,
     /// Problems met while decoding frames.
     issues: Vec<ReadIssue>,
     bytes_read: u64,
@@ -455,18 +457,26 @@ impl Src<'_> {
     #[inline]
     fn refill(&mut self, c: &mut Cursor, slot: u32) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self.pext {
-            // SAFETY: pext is set only when the CPU has BMI2 (has_fast_pext).
-            return unsafe { self.refill_bmi2(c, slot) };
+        if self.v3 {
+            // SAFETY: v3 is set only when the CPU has every feature refill_v3 is compiled
+            // for (cpu::has_v3), pext only when its PEXT is fast as well.
+            return unsafe {
+                if self.pext {
+                    self.refill_v3::<true>(c, slot)
+                } else {
+                    self.refill_v3::<false>(c, slot)
+                }
+            };
         }
         self.refill_with::<false>(c, slot)
     }
 
-    /// [`Src::refill`] compiled for BMI2, so that varints pack with PEXT.
+    /// [`Src::refill`] compiled for x86-64-v3 (see [`crate::cpu`]); with `PEXT`, varints pack
+    /// with PEXT.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi2")]
-    unsafe fn refill_bmi2(&mut self, c: &mut Cursor, slot: u32) -> bool {
-        self.refill_with::<true>(c, slot)
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
+    unsafe fn refill_v3<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        self.refill_with::<PEXT>(c, slot)
     }
 
     #[inline(always)]
@@ -610,7 +620,8 @@ impl<'a> Events<'a> {
                 dctx: None,
                 ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
                 scale: format::NsScale::of(h),
-                pext: crate::buffer::has_fast_pext(),
+                pext: crate::cpu::has_fast_pext(),
+                v3: crate::cpu::has_v3(),
                 order: Order::new(
                     r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0),
                     waiting.len(),
@@ -720,6 +731,23 @@ impl<'a> Events<'a> {
     /// Fills `out` with the next events in merged order; returns how many it wrote (fewer
     /// than `out.len()` only at the end of the log). Cheaper than calling `next` for each.
     pub fn fill(&mut self, out: &mut [Event]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if self.src.v3 {
+            // SAFETY: the CPU has every feature fill_v3 is compiled for (cpu::has_v3).
+            return unsafe { self.fill_v3(out) };
+        }
+        self.fill_with(out)
+    }
+
+    /// [`Events::fill`] compiled for x86-64-v3 (see [`crate::cpu`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
+    unsafe fn fill_v3(&mut self, out: &mut [Event]) -> usize {
+        self.fill_with(out)
+    }
+
+    #[inline(always)]
+    fn fill_with(&mut self, out: &mut [Event]) -> usize {
         let mut n = 0;
         let mut next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
         while n < out.len() {

@@ -142,6 +142,23 @@ fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) 
 /// prefetched AHEAD events before its turn, so that it is in cache when it comes.
 #[inline]
 fn analyse(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
+    #[cfg(target_arch = "x86_64")]
+    if recorder::cpu::has_v3() {
+        // SAFETY: the CPU has every feature analyse_v3 is compiled for.
+        return unsafe { analyse_v3(a, t, c) };
+    }
+    analyse_with(a, t, c)
+}
+
+/// [`analyse`] compiled for x86-64-v3 (see [`recorder::cpu`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
+unsafe fn analyse_v3(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
+    analyse_with(a, t, c)
+}
+
+#[inline(always)]
+fn analyse_with(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
     for e in c.iter().take(AHEAD) {
         a.prefetch(e);
     }
