@@ -310,11 +310,13 @@ impl BlockTable {
         Some(self.slots.as_slice()[i].b)
     }
 
-    /// Rebuilt without its tombstones, twice the size when it is over half full.
+    /// Rebuilt without its tombstones, twice the size when its blocks alone use over 3/4
+    /// of what it may hold (doubling sooner would double the memory the lookups roam over,
+    /// for tombstones that are rare: a delete leaves one only inside a run of 16 full slots).
     #[cold]
     fn rebuild(&mut self) {
         let n = self.mask + 1;
-        let n = if self.len >= limit(n) / 2 { n * 2 } else { n };
+        let n = if self.len >= limit(n) / 4 * 3 { n * 2 } else { n };
         let old = std::mem::replace(self, BlockTable::with_slots(n));
         for (c, s) in old.ctrl.as_slice().iter().zip(old.slots.as_slice()) {
             if c & 0x80 != 0 {
