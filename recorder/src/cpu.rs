@@ -49,3 +49,16 @@ pub fn has_fast_pext() -> bool {
     false
 }
 
+
+/// Starts loading the cache line at `p` into every level of cache. Never faults: `p` may
+/// point anywhere (past the end of a buffer, or at nothing).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no architectural effect and never faults.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}

@@ -12,6 +12,7 @@
 //! huge pages where the kernel offers them. General-purpose maps (hashbrown itself) have no
 //! prefetch.
 use super::heap::Block;
+use recorder::cpu::prefetch;
 
 /// Slots allocated in one zeroed piece. A large table is mapped directly and advised to
 /// use huge pages before any page is touched (advice given after the pages exist would only
@@ -200,11 +201,12 @@ impl BlockTable {
 
     /// Fibonacci hashing: the high bits of a multiplication mix every bit of the address
     /// (allocator addresses share their low and high bits). The top bits pick the first
-    /// slot, the 7 below them are the control byte.
+    /// slot, bits 32-38 make the control byte (apart from the slot's bits in any table of
+    /// under 2^25 slots).
     #[inline(always)]
     fn hash(&self, key: u64) -> (usize, u8) {
         let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        ((h >> self.shift) as usize, 0x80 | (h >> (self.shift - 7)) as u8)
+        ((h >> self.shift) as usize, 0x80 | (h >> 32) as u8)
     }
 
     #[inline(always)]
@@ -216,27 +218,18 @@ impl BlockTable {
     /// bytes and the line of slots where it is (nearly always at its first slot or the next).
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let (pos, _) = self.hash(key);
-            let c = self.ctrl.as_slice().as_ptr().wrapping_add(pos) as *const i8;
-            let s = self.slots.as_slice().as_ptr().wrapping_add(pos);
-            // SAFETY: prefetch never faults.
-            unsafe {
-                _mm_prefetch(c, _MM_HINT_T0);
-                _mm_prefetch(s as *const i8, _MM_HINT_T0);
-                _mm_prefetch(s.wrapping_add(1) as *const i8, _MM_HINT_T0);
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        let (pos, _) = self.hash(key);
+        let s = self.slots.as_slice().as_ptr().wrapping_add(pos);
+        prefetch(self.ctrl.as_slice().as_ptr().wrapping_add(pos));
+        prefetch(s);
+        prefetch(s.wrapping_add(1));
     }
 
     /// Where `key` is (Ok), or the first free slot on its probe sequence when it is absent
-    /// (Err). Groups are probed at triangular steps, which visit every slot.
+    /// and whether that slot is empty rather than deleted (Err). Groups are probed at
+    /// triangular steps, which visit every slot.
     #[inline(always)]
-    fn probe(&self, key: u64) -> Result<usize, usize> {
+    fn probe(&self, key: u64) -> Result<usize, (usize, bool)> {
         let (mask, ctrl, slots) = (self.mask, self.ctrl.as_slice(), self.slots.as_slice());
         let (mut pos, tag) = self.hash(key);
         let mut stride = 0;
@@ -251,12 +244,13 @@ impl BlockTable {
                 }
                 m &= m - 1;
             }
-            let f = g.free();
+            let (f, empty) = (g.free(), g.matching(EMPTY));
             if free.is_none() && f != 0 {
-                free = Some((pos + f.trailing_zeros() as usize) & mask);
+                let at = f.trailing_zeros();
+                free = Some(((pos + at as usize) & mask, (empty >> at) & 1 != 0));
             }
             // An empty slot ends the search: an insert would have used it.
-            if g.matching(EMPTY) != 0 {
+            if empty != 0 {
                 return Err(free.expect("an empty slot is free"));
             }
             stride += WIDTH;
@@ -270,17 +264,19 @@ impl BlockTable {
         let mask = self.mask;
         let ctrl = self.ctrl.as_mut_slice();
         ctrl[i] = c;
-        ctrl[(i.wrapping_sub(WIDTH) & mask) + WIDTH] = c;
+        let copy = (i.wrapping_sub(WIDTH) & mask) + WIDTH;
+        debug_assert!(copy < ctrl.len());
+        // SAFETY: ctrl holds mask + 1 + WIDTH bytes, and copy <= mask + WIDTH.
+        unsafe { *ctrl.get_unchecked_mut(copy) = c };
     }
 
     /// Inserts; returns the block that was at `key` (which is replaced).
     #[inline(always)]
     pub fn insert(&mut self, key: u64, b: Block) -> Option<Block> {
-        let i = match self.probe(key) {
+        let (i, was_empty) = match self.probe(key) {
             Ok(i) => return Some(std::mem::replace(&mut self.slots.as_mut_slice()[i].b, b)),
-            Err(i) => i,
+            Err(free) => free,
         };
-        let was_empty = self.ctrl.as_slice()[i] == EMPTY;
         if was_empty && self.growth_left == 0 {
             self.rebuild();
             return self.insert(key, b);

@@ -59,14 +59,7 @@ impl<const DIGITS: u8> FastHist<DIGITS> {
     /// Starts loading the count that recording `v` will increment.
     #[inline(always)]
     pub fn prefetch(&self, v: u64) {
-        let c = self.counts.as_ptr().wrapping_add(Self::index(v).min(Self::LEN - 1));
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch(c as *const i8, core::arch::x86_64::_MM_HINT_T0)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = c;
+        recorder::cpu::prefetch(self.counts.as_ptr().wrapping_add(Self::index(v).min(Self::LEN - 1)));
     }
 
     pub fn is_empty(&self) -> bool {
