@@ -103,6 +103,26 @@ impl Mapped {
         // SAFETY: the mapping holds len readable bytes for the life of self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
+
+    /// Unmaps the whole pages of bytes `from..to` from this process (they stay in the page
+    /// cache, and reading them again maps them again), so that the reader's resident memory
+    /// does not grow with the log.
+    fn release(&self, from: u64, to: u64) {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        let (start, end) = (from / page * page, to.min(self.len as u64) / page * page);
+        if start < end {
+            // SAFETY: a range inside the mapping; MADV_DONTNEED on a private read-only file
+            // mapping only drops the process's page table entries.
+            unsafe {
+                libc::madvise(
+                    self.ptr.add(start as usize) as *mut libc::c_void,
+                    (end - start) as usize,
+                    libc::MADV_DONTNEED,
+                )
+            };
+        }
+    }
 }
 
 impl Drop for Mapped {
@@ -252,7 +272,11 @@ impl LogReader {
     fn find_cut(&self) -> Option<u64> {
         let fi = self.frames.iter().rev().find(|f| f.h.stream == 0)?;
         let (mut comp, mut dctx, mut data) = (Vec::new(), None, Vec::new());
-        self.read_frame(fi, &mut comp, &mut dctx, &mut data).ok()?;
+        let read = self.read_frame(fi, &mut comp, &mut dctx, &mut data);
+        if let Some(m) = &self.map {
+            m.release(fi.offset, fi.offset + format::FRAME_HEADER_LEN as u64 + fi.h.comp_len as u64);
+        }
+        read.ok()?;
         let mut st = DecodeState::new(fi.h.first_ticks);
         let mut cut = None;
         while let Ok(Some(rec)) = st.next_record(&data) {
@@ -420,6 +444,11 @@ struct Src<'a> {
     v3: bool,
     /// Problems met while decoding frames.
     issues: Vec<ReadIssue>,
+    /// Which frames have been read, the first not yet read, and how far the mapping has
+    /// been released (see [`Src::sweep`]).
+    done: Vec<bool>,
+    low: usize,
+    released: u64,
     bytes_read: u64,
     clean_end: bool,
     after_cut: u64,
@@ -552,7 +581,28 @@ impl Src<'_> {
                 });
                 c.data.clear();
             }
+            self.sweep(fi);
             c.state = DecodeState::new(info.h.first_ticks);
+        }
+    }
+}
+
+impl Src<'_> {
+    /// Frame `fi` has been read: the mapping is released up to the first frame still to be
+    /// read, a MiB or more at a time. (Streams are read in time order, which is close to file
+    /// order, so what stays mapped is about a frame per thread.)
+    fn sweep(&mut self, fi: usize) {
+        let Some(m) = &self.r.map else {
+            return;
+        };
+        self.done[fi] = true;
+        while self.done.get(self.low) == Some(&true) {
+            self.low += 1;
+        }
+        let upto = self.r.frames.get(self.low).map_or(self.r.file_len, |f| f.offset);
+        if upto >= self.released + (1 << 20) || self.low == self.done.len() {
+            m.release(self.released, upto);
+            self.released = upto;
         }
     }
 }
@@ -627,6 +677,9 @@ impl<'a> Events<'a> {
                     waiting.len(),
                 ),
                 issues: Vec::new(),
+                done: vec![false; r.frames.len()],
+                low: 0,
+                released: 0,
                 bytes_read: 0,
                 clean_end: false,
                 after_cut: 0,
