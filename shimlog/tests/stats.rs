@@ -653,23 +653,34 @@ fn realloc_edge_cases() {
     assert_eq!(u(&j["peak_live_bytes"]), 150);
 }
 
+/// A log of process `pid` in a fresh directory `name`, with `tids` started at 100 ns.
+fn four_threads(name: &str, pid: u32, tids: [u32; 4]) -> Log {
+    let d = dir(name);
+    let mut l = Log::create(&format!("{d}/{name}.shimlog"), &header(pid, 0));
+    for t in tids {
+        l.thread(t, 100);
+    }
+    l
+}
+
+/// One step of xorshift64: deterministic test data.
+fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
 /// Reading on a second thread (the default with two CPUs) and on one give the same report,
 /// on a log of several interleaved threads, many frames and many chunks of events.
 #[test]
 fn one_thread_and_two_give_the_same_report() {
-    let d = dir("threads");
-    let mut l = Log::create(&format!("{d}/mix.shimlog"), &header(21, 0));
     let tids = [31u32, 32, 33, 34];
-    for &t in &tids {
-        l.thread(t, 100);
-    }
+    let mut l = four_threads("threads", 21, tids);
     // Each thread allocates; the next one frees what it made a while ago (cross-thread).
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut live: Vec<(u64, u32)> = Vec::new();
     for i in 0..60_000u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let t = tids[(x % 4) as usize];
         let ts = 1000 + i * 7;
         if live.len() > 500 && x.is_multiple_of(3) {
@@ -713,20 +724,14 @@ fn peak_rss_kb(args: &[&str]) -> u64 {
 /// its mapping releases what has been read, on one thread and on two.
 #[test]
 fn memory_stays_bounded_on_a_long_log() {
-    let d = dir("bounded");
-    let mut l = Log::create(&format!("{d}/long.shimlog"), &header(23, 0));
     let tids = [41u32, 42, 43, 44];
-    for &t in &tids {
-        l.thread(t, 100);
-    }
+    let mut l = four_threads("bounded", 23, tids);
     // About 2,000 blocks live; the pointers wander over 2^40 bytes, so that the log
     // compresses to a few bytes per event.
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut live: Vec<u64> = Vec::new();
     for i in 0..3_000_000u64 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        xorshift(&mut x);
         let t = tids[(x % 4) as usize];
         if live.len() > 2000 {
             let p = live.swap_remove((x >> 8) as usize % live.len());
