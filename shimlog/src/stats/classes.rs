@@ -13,7 +13,7 @@ pub const NB: usize = Backend::ALL.len();
 
 /// A size whose classes have not been asked for yet.
 const UNKNOWN: u32 = u32::MAX;
-const SMALL: usize = 4096;
+const SMALL: usize = 1 << 16;
 
 /// One backend's classes, in the order they were first met.
 #[derive(Default)]
