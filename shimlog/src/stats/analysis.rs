@@ -52,8 +52,10 @@ impl Analysis {
             if e.old != 0 {
                 self.heap.prefetch(e.old);
             }
-            // Untimed calls prefetch the count of 0 ns, always in cache: no branch.
+            // Untimed calls prefetch the count of 0 ns, always in cache: no branch. So do
+            // frees (size 0) and large sizes for their per-size counts.
             self.lat.prefetch(e.op, e.backend_ns.unwrap_or(0));
+            self.sizes.prefetch(SizeTable::small_id(e.requested()).unwrap_or(0));
         }
     }
 

@@ -90,6 +90,12 @@ impl SizeTable {
         i
     }
 
+    /// The id of a size below SMALL (its own value), or None: larger sizes take a lookup.
+    #[inline(always)]
+    pub fn small_id(size: u64) -> Option<u32> {
+        (size < SMALL as u64).then_some(size as u32)
+    }
+
     #[inline(always)]
     pub fn size(&self, id: u32) -> u64 {
         self.sizes[id as usize]
