@@ -222,7 +222,9 @@ impl BlockTable {
         let s = self.slots.as_slice().as_ptr().wrapping_add(pos);
         prefetch(self.ctrl.as_slice().as_ptr().wrapping_add(pos));
         prefetch(s);
-        prefetch(s.wrapping_add(1));
+        // The next slot is on the same line when this one is even (slots are 32 bytes and a
+        // large table starts on a page): then this prefetches that line again, for nothing.
+        prefetch(s.wrapping_add(pos & 1));
     }
 
     /// Where `key` is (Ok), or the first free slot on its probe sequence when it is absent
