@@ -52,10 +52,11 @@ impl Analysis {
             if e.old != 0 {
                 self.heap.prefetch(e.old);
             }
-            // Untimed calls prefetch the count of 0 ns, always in cache: no branch. So do
-            // frees (size 0) and large sizes for their per-size counts.
+            // Untimed calls prefetch the count of 0 ns, always in cache: no branch. The
+            // per-size counts of the size asked for (of the element size for the array forms,
+            // a guess that costs nothing when wrong; of the last small id for a large size).
             self.lat.prefetch(e.op, e.backend_ns.unwrap_or(0));
-            self.sizes.prefetch(SizeTable::small_id(e.requested()).unwrap_or(0));
+            self.sizes.prefetch(SizeTable::small_id_or_last(e.size));
         }
     }
 

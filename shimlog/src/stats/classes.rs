@@ -90,10 +90,11 @@ impl SizeTable {
         i
     }
 
-    /// The id of a size below SMALL (its own value), or None: larger sizes take a lookup.
+    /// The id of a size below SMALL (its own value), or the largest such id for a larger
+    /// size (whose own id takes a lookup): for prefetching.
     #[inline(always)]
-    pub fn small_id(size: u64) -> Option<u32> {
-        (size < SMALL as u64).then_some(size as u32)
+    pub fn small_id_or_last(size: u64) -> u32 {
+        size.min(SMALL as u64 - 1) as u32
     }
 
     #[inline(always)]
