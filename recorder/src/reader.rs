@@ -315,14 +315,14 @@ impl LogReader {
         dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
         out: &mut Vec<u8>,
     ) -> Result<(), String> {
-        // Grown (and zeroed) only when a frame is larger than any before: the read
-        // overwrites what it uses.
         let clen = fi.h.comp_len as usize;
         let at = fi.offset + format::FRAME_HEADER_LEN as u64;
         let body: &[u8] = match &self.map {
             // The index only holds frames that end inside the file.
             Some(m) => &m.bytes()[at as usize..at as usize + clen],
             None => {
+                // Grown (and zeroed) only when a frame is larger than any before: the read
+                // overwrites what it uses.
                 if comp.len() < clen {
                     comp.resize(clen, 0);
                 }

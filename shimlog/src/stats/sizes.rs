@@ -72,13 +72,13 @@ impl Sizes {
         self.dirty_bits.resize(n.div_ceil(64), 0);
     }
 
-    /// An allocating call asked for `size` bytes (id `id`).
     /// Starts loading size `id`'s counts.
     #[inline(always)]
     pub fn prefetch(&self, id: u32) {
         recorder::cpu::prefetch(self.stats.as_ptr().wrapping_add(id as usize));
     }
 
+    /// An allocating call asked for `size` bytes (id `id`).
     #[inline(always)]
     pub fn request(&mut self, id: u32, size: u64) {
         let k = bucket(size);
