@@ -65,6 +65,25 @@ def _summary(runs):
             "walls": walls, "maxrss_kb": max(r["maxrss_kb"] for r in ok)}
 
 
+# Per mode: the prefix of its keys, the time its rate is per (one thread: CPU, the default:
+# wall), the key of its per-run rates, and how the rate is said.
+_MODES = {"one": ("", "cpu", "rates", "per CPU second on one thread"),
+          "two": ("two_", "wall", "two_wall_rates", "per wall second with the reader thread")}
+
+
+def _record(x, mode, s, say):
+    """Puts a mode's summary `s` (None: no run succeeded) into the log's entry `x`."""
+    if not (s and x["events"]):
+        return
+    pre, per, rates, said = _MODES[mode]
+    for k in ("cpu_s", "wall_s", "maxrss_kb"):
+        x[pre + k] = s[k]
+    rate = x[f"{pre}events_per_{per}_s"] = x["events"] / s[per + "_s"]
+    x[rates] = [x["events"] / v for v in s[per + "s"]]
+    say(f"stats speed: {x['name']}: {rate / 1e6:.1f} M events {said}, "
+        f"max RSS {s['maxrss_kb'] / 1024:.0f} MiB")
+
+
 def measure(rounds, say, events=None):
     if not os.access(GENLOG, os.X_OK):
         return {"skipped": f"{os.path.relpath(GENLOG, ROOT)} is missing (bench/run.sh builds it)"}
@@ -87,18 +106,7 @@ def measure(rounds, say, events=None):
         rel = os.path.relpath(x["log"], ROOT)
         x["command"] = f"/usr/bin/time -v target/release/shimlog stats --one-thread {rel}"
         x["command_two"] = f"/usr/bin/time -v target/release/shimlog stats {rel}"
-        one, two = _summary(runs["one"]), _summary(runs["two"])
-        if one and x["events"]:
-            x["cpu_s"], x["wall_s"], x["maxrss_kb"] = one["cpu_s"], one["wall_s"], one["maxrss_kb"]
-            x["events_per_cpu_s"] = x["events"] / x["cpu_s"]
-            x["rates"] = [x["events"] / c for c in one["cpus"]]
-            say(f"stats speed: {x['name']}: {x['events_per_cpu_s'] / 1e6:.1f} M events per CPU second "
-                f"on one thread, max RSS {x['maxrss_kb'] / 1024:.0f} MiB")
-        if two and x["events"]:
-            x["two_cpu_s"], x["two_wall_s"], x["two_maxrss_kb"] = two["cpu_s"], two["wall_s"], two["maxrss_kb"]
-            x["two_events_per_wall_s"] = x["events"] / x["two_wall_s"]
-            x["two_wall_rates"] = [x["events"] / w for w in two["walls"]]
-            say(f"stats speed: {x['name']}: {x['two_events_per_wall_s'] / 1e6:.1f} M events per wall second "
-                f"with the reader thread")
+        for mode in ("one", "two"):
+            _record(x, mode, _summary(runs[mode]), say)
         os.remove(x["log"])
     return {"rounds": rounds, "logs": logs}

@@ -511,7 +511,6 @@ impl Src<'_> {
 
     #[inline(always)]
     fn refill_with<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
-        c.len = 0;
         c.pos = 0;
         let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
