@@ -364,7 +364,7 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
             continue;
         }
         a.alloc_events += 1;
-        if e.backend_ns.is_some() {
+        if e.backend_ns().is_some() {
             a.timed += 1;
         }
         let k = keep(&e);
@@ -408,7 +408,7 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
         if e.op.allocates() && e.ptr != 0 {
             let want = match e.op {
                 Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => {
-                    e.align.max(1).next_power_of_two()
+                    e.align().max(1).next_power_of_two()
                 }
                 Op::Valloc | Op::Pvalloc => page,
                 _ => 1,

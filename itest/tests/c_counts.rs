@@ -22,10 +22,10 @@ fn same_call(e: &Event, c: &Value) -> bool {
     }
     match op {
         Op::Free => true,
-        Op::Calloc => e.count == u("count") && e.size == u("size"),
-        Op::Reallocarray => e.count == u("count") && e.size == u("size") && e.old == u("old"),
+        Op::Calloc => e.count() == u("count") && e.size == u("size"),
+        Op::Reallocarray => e.count() == u("count") && e.size == u("size") && e.old == u("old"),
         Op::Realloc => e.size == u("size") && e.old == u("old"),
-        Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => e.size == u("size") && e.align == u("align"),
+        Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => e.size == u("size") && e.align() == u("align"),
         _ => e.size == u("size"),
     }
 }

@@ -36,8 +36,8 @@ fn check(mode: &str) {
     let mut dropped = 0u64;
     let mut dropped_on: HashMap<u32, u64> = HashMap::new();
     for e in r.events().filter(|e| e.op == recorder::Op::Dropped) {
-        dropped += e.value;
-        *dropped_on.entry(e.tid).or_default() += e.value;
+        dropped += e.value();
+        *dropped_on.entry(e.tid).or_default() += e.value();
     }
     let mut ck = Checks::new();
     ck.check(a.issues.is_empty(), || format!("read issues {:?}", a.issues));

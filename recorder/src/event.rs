@@ -143,36 +143,86 @@ pub(crate) enum Field {
 }
 
 /// One record of a log, as the reader hands it out (times already in nanoseconds).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+///
+/// One cache line: every analysis reads hundreds of millions of these, so the arguments
+/// that no op has together (element count, alignment, a record's value) share `arg`, and
+/// an untimed call's backend time is a reserved value rather than an `Option`. Read them
+/// with [`Event::count`], [`Event::align`], [`Event::value`] and [`Event::backend_ns`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct Event {
     /// Nanoseconds since the log's reference point (the shim's initialisation).
     pub ts_ns: u64,
+    /// Result pointer (0 for a failed allocation); the pointer freed for `free`.
+    pub ptr: u64,
+    /// Requested size (element size for calloc and reallocarray).
+    pub size: u64,
+    /// The pointer passed to realloc/reallocarray.
+    pub old: u64,
+    /// The element count (calloc, reallocarray), the alignment (posix_memalign,
+    /// aligned_alloc, memalign), or the record's value (thread_start: the tid; dropped: the
+    /// events dropped; rss: bytes; ...); 0 for other ops.
+    pub arg: u64,
+    /// Nanoseconds spent inside the backend call, [`Event::NOT_TIMED`] when not measured.
+    pub backend: u64,
     /// Kernel thread id of the thread that made the call (0 for process records).
     pub tid: u32,
     /// The stream the record came from: 0 for process records, one per thread otherwise.
     pub stream: u32,
     pub op: Op,
-    /// Result pointer (0 for a failed allocation); the pointer freed for `free`.
-    pub ptr: u64,
-    /// Requested size (element size for calloc and reallocarray).
-    pub size: u64,
-    /// Element count for calloc and reallocarray.
-    pub count: u64,
-    pub align: u64,
-    /// The pointer passed to realloc/reallocarray.
-    pub old: u64,
-    /// Record-specific value: tid for thread_start, dropped count, RSS bytes...
-    pub value: u64,
-    /// Time spent inside the backend call, when it was measured.
-    pub backend_ns: Option<u64>,
+}
+
+impl Default for Event {
+    fn default() -> Self {
+        Event {
+            ts_ns: 0,
+            ptr: 0,
+            size: 0,
+            old: 0,
+            arg: 0,
+            backend: Event::NOT_TIMED,
+            tid: 0,
+            stream: 0,
+            op: Op::default(),
+        }
+    }
 }
 
 impl Event {
+    /// `backend` of a call whose backend time was not measured.
+    pub const NOT_TIMED: u64 = u64::MAX;
+
     /// Bytes the call asked for (count * size for the array forms).
+    #[inline(always)]
     pub fn requested(&self) -> u64 {
         match self.op {
-            Op::Calloc | Op::Reallocarray => self.count.saturating_mul(self.size),
+            Op::Calloc | Op::Reallocarray => self.arg.saturating_mul(self.size),
             _ => self.size,
         }
+    }
+
+    /// Element count for calloc and reallocarray, else 0.
+    #[inline(always)]
+    pub fn count(&self) -> u64 {
+        if matches!(self.op, Op::Calloc | Op::Reallocarray) { self.arg } else { 0 }
+    }
+
+    /// Alignment asked of posix_memalign, aligned_alloc and memalign, else 0.
+    #[inline(always)]
+    pub fn align(&self) -> u64 {
+        if matches!(self.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) { self.arg } else { 0 }
+    }
+
+    /// Record-specific value of a thread, process or clock record (tid for thread_start,
+    /// dropped count, RSS bytes...); 0 for a malloc-family call.
+    #[inline(always)]
+    pub fn value(&self) -> u64 {
+        if self.op.is_alloc_family() { 0 } else { self.arg }
+    }
+
+    /// Time spent inside the backend call, when it was measured.
+    #[inline(always)]
+    pub fn backend_ns(&self) -> Option<u64> {
+        (self.backend != Event::NOT_TIMED).then_some(self.backend)
     }
 }

@@ -467,18 +467,22 @@ impl Src<'_> {
 
     #[inline(always)]
     fn event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
+        // No op has both a count and an alignment, and records have neither.
+        let arg = rec.args.count | rec.args.align | value;
+        let backend = match rec.backend_ticks {
+            Some(t) => self.scale.dur(t).min(Event::NOT_TIMED - 1),
+            None => Event::NOT_TIMED,
+        };
         Event {
             ts_ns: self.ns(rec.ticks),
+            ptr: rec.args.ptr,
+            size: rec.args.size,
+            old: rec.args.old,
+            arg,
+            backend,
             tid,
             stream,
             op: rec.op,
-            ptr: rec.args.ptr,
-            size: rec.args.size,
-            count: rec.args.count,
-            align: rec.args.align,
-            old: rec.args.old,
-            value,
-            backend_ns: rec.backend_ticks.map(|t| self.scale.dur(t)),
         }
     }
 

@@ -63,10 +63,10 @@ fn text(s: &mut String, e: &Event) {
                 let _ = write!(s, " old=0x{:x}", e.old);
             }
             if matches!(op, Op::Calloc | Op::Reallocarray) {
-                let _ = write!(s, " count={}", e.count);
+                let _ = write!(s, " count={}", e.count());
             }
             if matches!(op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) {
-                let _ = write!(s, " align={}", e.align);
+                let _ = write!(s, " align={}", e.align());
             }
             let _ = write!(s, " size={} ptr=0x{:x}", e.size, e.ptr);
             if op == Op::PosixMemalign {
@@ -75,10 +75,10 @@ fn text(s: &mut String, e: &Event) {
         }
         Op::ThreadStart | Op::ThreadExit | Op::Fork | Op::End => {}
         _ => {
-            let _ = write!(s, " value={}", e.value);
+            let _ = write!(s, " value={}", e.value());
         }
     }
-    if let Some(ns) = e.backend_ns {
+    if let Some(ns) = e.backend_ns() {
         let _ = write!(s, " backend_ns={ns}");
     }
 }
@@ -92,19 +92,19 @@ fn jsonl(s: &mut String, e: &Event) {
             let _ = write!(s, ",\"old\":{}", e.old);
         }
         if matches!(e.op, Op::Calloc | Op::Reallocarray) {
-            let _ = write!(s, ",\"count\":{}", e.count);
+            let _ = write!(s, ",\"count\":{}", e.count());
         }
         if matches!(e.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) {
-            let _ = write!(s, ",\"align\":{}", e.align);
+            let _ = write!(s, ",\"align\":{}", e.align());
         }
         if e.op == Op::PosixMemalign {
             let _ = write!(s, ",\"ret\":{}", if e.ptr == 0 { libc::ENOMEM } else { 0 });
         }
-        if let Some(ns) = e.backend_ns {
+        if let Some(ns) = e.backend_ns() {
             let _ = write!(s, ",\"backend_ns\":{ns}");
         }
     } else {
-        let _ = write!(s, ",\"value\":{}", e.value);
+        let _ = write!(s, ",\"value\":{}", e.value());
     }
     let _ = write!(s, ",\"stream\":{}}}", e.stream);
 }
@@ -116,15 +116,15 @@ fn logalloc(s: &mut String, pid: u32, e: &Event) -> bool {
     let _ = match e.op {
         Op::Malloc => write!(s, "malloc({})=0x{:x}", e.size, e.ptr),
         Op::Free => write!(s, "free(0x{:x})", e.ptr),
-        Op::Calloc => write!(s, "calloc({},{})=0x{:x}", e.count, e.size, e.ptr),
+        Op::Calloc => write!(s, "calloc({},{})=0x{:x}", e.count(), e.size, e.ptr),
         Op::Realloc => write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.size, e.ptr),
         Op::Reallocarray => {
-            write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.count.saturating_mul(e.size), e.ptr)
+            write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.count().saturating_mul(e.size), e.ptr)
         }
         Op::PosixMemalign | Op::Memalign => {
-            write!(s, "memalign({},{})=0x{:x}", e.align, e.size, e.ptr)
+            write!(s, "memalign({},{})=0x{:x}", e.align(), e.size, e.ptr)
         }
-        Op::AlignedAlloc => write!(s, "aligned_alloc({},{})=0x{:x}", e.align, e.size, e.ptr),
+        Op::AlignedAlloc => write!(s, "aligned_alloc({},{})=0x{:x}", e.align(), e.size, e.ptr),
         Op::Valloc => write!(s, "valloc({})=0x{:x}", e.size, e.ptr),
         Op::Pvalloc => write!(s, "memalign(4096,{})=0x{:x}", e.size, e.ptr),
         _ => return false,

@@ -358,11 +358,11 @@ impl Planner<'_> {
                 return Ok(());
             }
             Op::Dropped => {
-                self.meta.dropped_events += e.value;
+                self.meta.dropped_events += e.value();
                 return Ok(());
             }
             Op::Untraced => {
-                self.meta.untraced_calls += e.value;
+                self.meta.untraced_calls += e.value();
                 return Ok(());
             }
             op if !op.is_alloc_family() => return Ok(()),
@@ -382,11 +382,11 @@ impl Planner<'_> {
                 }
             }
             Op::Malloc => self.alloc(t, e, Action::Malloc, 0, e.size, 0)?,
-            Op::Calloc if e.count.checked_mul(e.size).is_none() => self.meta.skipped.null_result += 1,
-            Op::Calloc => self.alloc(t, e, Action::Calloc, e.count, e.size, 0)?,
-            Op::PosixMemalign if e.value != 0 => self.meta.skipped.null_result += 1,
+            Op::Calloc if e.count().checked_mul(e.size).is_none() => self.meta.skipped.null_result += 1,
+            Op::Calloc => self.alloc(t, e, Action::Calloc, e.count(), e.size, 0)?,
+            Op::PosixMemalign if e.value() != 0 => self.meta.skipped.null_result += 1,
             Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => {
-                self.alloc(t, e, Action::Memalign, 0, e.size, norm_align(e.align))?
+                self.alloc(t, e, Action::Memalign, 0, e.size, norm_align(e.align()))?
             }
             Op::Valloc => self.alloc(t, e, Action::Memalign, 0, e.size, page)?,
             Op::Pvalloc => {

@@ -55,7 +55,7 @@ impl Analysis {
             // Untimed calls prefetch the count of 0 ns, always in cache: no branch. The
             // per-size counts of the size asked for (of the element size for the array forms,
             // a guess that costs nothing when wrong; of the last small id for a large size).
-            self.lat.prefetch(e.op, e.backend_ns.unwrap_or(0));
+            self.lat.prefetch(e.op, e.backend_ns().unwrap_or(0));
             self.sizes.prefetch(SizeTable::small_id_or_last(e.size));
         }
     }
@@ -77,7 +77,7 @@ impl Analysis {
             return self.record(e, f);
         }
         let th = self.threads.slot(e.stream, e.tid, ts);
-        if let Some(ns) = e.backend_ns {
+        if let Some(ns) = e.backend_ns() {
             self.lat.record(e, ns);
         }
         if op == Op::Free {
@@ -167,20 +167,20 @@ impl Analysis {
             }
             Op::Dropped => {
                 let th = self.threads.slot(e.stream, e.tid, e.ts_ns);
-                self.threads.dropped(th, e.value);
+                self.threads.dropped(th, e.value());
                 self.totals.drop_record(DropRecord {
                     ts_ns: e.ts_ns,
                     pid: self.pid,
                     tid: e.tid,
-                    events: e.value,
+                    events: e.value(),
                 });
             }
             Op::Rss => {
                 self.mem
-                    .rss(e.ts_ns, e.value, self.heap.live_bytes, self.heap.blocks());
-                f.rss(e.ts_ns, e.value);
+                    .rss(e.ts_ns, e.value(), self.heap.live_bytes, self.heap.blocks());
+                f.rss(e.ts_ns, e.value());
             }
-            Op::Untraced => self.totals.untraced += e.value,
+            Op::Untraced => self.totals.untraced += e.value(),
             _ => {}
         }
     }
