@@ -73,12 +73,6 @@ impl<T: Copy> Slots<T> {
         // SAFETY: ptr holds len initialised slots for the life of self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
-
-    #[inline(always)]
-    fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as above, and &mut self is unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
 }
 
 impl<T> Drop for Slots<T> {
@@ -228,12 +222,11 @@ impl BlockTable {
     }
 
     /// Where `key` is (Ok), or the first free slot on its probe sequence when it is absent
-    /// and whether that slot is empty rather than deleted (Err). Groups are probed at
-    /// triangular steps, which visit every slot.
+    /// and whether that slot is empty rather than deleted (Err). `pos` and `tag` are
+    /// `hash(key)`. Groups are probed at triangular steps, which visit every slot.
     #[inline(always)]
-    fn probe(&self, key: u64) -> Result<usize, (usize, bool)> {
-        let (mask, ctrl, slots) = (self.mask, self.ctrl.as_slice(), self.slots.as_slice());
-        let (mut pos, tag) = self.hash(key);
+    fn probe(&self, key: u64, mut pos: usize, tag: u8) -> Result<usize, (usize, bool)> {
+        let (mask, ctrl) = (self.mask, self.ctrl.as_slice());
         let mut stride = 0;
         let mut free = None;
         loop {
@@ -241,7 +234,7 @@ impl BlockTable {
             let mut m = g.matching(tag);
             while m != 0 {
                 let i = (pos + m.trailing_zeros() as usize) & mask;
-                if slots[i].key == key {
+                if self.slot(i).key == key {
                     return Ok(i);
                 }
                 m &= m - 1;
@@ -260,23 +253,40 @@ impl BlockTable {
         }
     }
 
+    /// Slot `i` (masked: always inside the table, so no bounds check).
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &Slot {
+        debug_assert!(i <= self.mask);
+        // SAFETY: slots holds mask + 1 slots and i <= mask.
+        unsafe { &*self.slots.ptr.add(i & self.mask) }
+    }
+
+    #[inline(always)]
+    fn slot_mut(&mut self, i: usize) -> &mut Slot {
+        debug_assert!(i <= self.mask);
+        // SAFETY: as in `slot`, and &mut self is unique.
+        unsafe { &mut *self.slots.ptr.add(i & self.mask) }
+    }
+
     /// Sets slot i's control byte and its copy after the end.
     #[inline(always)]
     fn set_ctrl(&mut self, i: usize, c: u8) {
         let mask = self.mask;
-        let ctrl = self.ctrl.as_mut_slice();
-        ctrl[i] = c;
         let copy = (i.wrapping_sub(WIDTH) & mask) + WIDTH;
-        debug_assert!(copy < ctrl.len());
-        // SAFETY: ctrl holds mask + 1 + WIDTH bytes, and copy <= mask + WIDTH.
-        unsafe { *ctrl.get_unchecked_mut(copy) = c };
+        debug_assert!(i <= mask && copy < self.ctrl.len);
+        // SAFETY: ctrl holds mask + 1 + WIDTH bytes; i & mask <= mask, copy <= mask + WIDTH.
+        unsafe {
+            *self.ctrl.ptr.add(i & mask) = c;
+            *self.ctrl.ptr.add(copy) = c;
+        }
     }
 
     /// Inserts; returns the block that was at `key` (which is replaced).
     #[inline(always)]
     pub fn insert(&mut self, key: u64, b: Block) -> Option<Block> {
-        let (i, was_empty) = match self.probe(key) {
-            Ok(i) => return Some(std::mem::replace(&mut self.slots.as_mut_slice()[i].b, b)),
+        let (pos, tag) = self.hash(key);
+        let (i, was_empty) = match self.probe(key, pos, tag) {
+            Ok(i) => return Some(std::mem::replace(&mut self.slot_mut(i).b, b)),
             Err(free) => free,
         };
         if was_empty && self.growth_left == 0 {
@@ -284,9 +294,8 @@ impl BlockTable {
             return self.insert(key, b);
         }
         self.growth_left -= was_empty as usize;
-        let (_, tag) = self.hash(key);
         self.set_ctrl(i, tag);
-        self.slots.as_mut_slice()[i] = Slot { key, b };
+        *self.slot_mut(i) = Slot { key, b };
         self.len += 1;
         None
     }
@@ -294,7 +303,8 @@ impl BlockTable {
     /// Removes and returns the block at `key`.
     #[inline(always)]
     pub fn remove(&mut self, key: u64) -> Option<Block> {
-        let i = self.probe(key).ok()?;
+        let (pos, tag) = self.hash(key);
+        let i = self.probe(key, pos, tag).ok()?;
         // The slot may go back to empty unless it lies in a run of WIDTH slots none of which
         // is empty: a probe may have passed over that run as full, and must still do so.
         let ctrl = self.ctrl.as_slice();
@@ -305,7 +315,7 @@ impl BlockTable {
         self.growth_left += (c == EMPTY) as usize;
         self.set_ctrl(i, c);
         self.len -= 1;
-        Some(self.slots.as_slice()[i].b)
+        Some(self.slot(i).b)
     }
 
     /// Rebuilt without its tombstones, twice the size when its blocks alone use over 3/4

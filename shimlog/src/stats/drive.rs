@@ -159,6 +159,10 @@ unsafe fn analyse_v3(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
 
 #[inline(always)]
 fn analyse_with(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
+    let (Some(first), Some(last)) = (c.first(), c.last()) else {
+        return;
+    };
+    a.span(first.ts_ns, last.ts_ns, c.len());
     for e in c.iter().take(AHEAD) {
         a.prefetch(e);
     }
@@ -166,7 +170,7 @@ fn analyse_with(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
         if let Some(e) = c.get(i + AHEAD) {
             a.prefetch(e);
         }
-        a.feed(&c[i], t, &mut Alone);
+        a.feed_counted(&c[i], t, &mut Alone);
     }
 }
 
