@@ -355,6 +355,7 @@ impl LogReader {
 /// Records a cursor decodes at a time: small enough that the batches of many streams stay
 /// in cache, large enough that decoding runs as a tight loop.
 const BATCH: usize = 128;
+const _: () = assert!(BATCH.is_power_of_two());
 
 /// One thread's stream while the merge reads it.
 struct Cursor {
@@ -416,12 +417,6 @@ impl Order {
             return EMPTY;
         }
         ticks.saturating_sub(self.base).min(self.max_rel) << (self.slot_bits + 1)
-    }
-
-    /// The ticks a key was made from (clamped as above).
-    #[inline(always)]
-    fn ticks(&self, k: Key) -> u64 {
-        (k >> (self.slot_bits + 1)) + self.base
     }
 
     #[inline(always)]
@@ -616,8 +611,17 @@ impl Src<'_> {
 #[inline(always)]
 fn next_key(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot: u32) -> Key {
     if c.pos < c.len {
-        c.keys[c.pos]
-    } else if src.refill(c, slot) {
+        c.keys[c.pos & (BATCH - 1)]
+    } else {
+        next_batch(src, c, free_slots, slot)
+    }
+}
+
+/// [`next_key`] once the batch is used up: out of line, so that the merge loop stays small
+/// enough to keep its state in registers.
+#[inline(never)]
+fn next_batch(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot: u32) -> Key {
+    if src.refill(c, slot) {
         c.keys[0]
     } else {
         free_slots.push(slot);
@@ -727,16 +731,23 @@ impl<'a> Events<'a> {
     #[inline(always)]
     fn replay(&mut self, slot: u32, k: Key) -> Key {
         let cap = self.leaves.len();
+        assert!(self.tree.len() == cap && (slot as usize) < cap);
         self.leaves[slot as usize] = k;
+        let tree = self.tree.as_mut_ptr();
         let mut cur = k;
         let mut second = EMPTY;
         let mut n = (cap + slot as usize) >> 1;
         while n >= 1 {
-            let l = self.tree[n];
-            second = second.min(l);
-            // Which stream wins is data, not a pattern: min and max, not a branch.
-            self.tree[n] = l.max(cur);
-            cur = l.min(cur);
+            // SAFETY: 1 <= n < cap == tree.len() (n starts at (cap + slot) / 2 < cap and
+            // only halves). Checked indexing costs a compare and a branch per level, for
+            // every event.
+            unsafe {
+                let l = *tree.add(n);
+                second = second.min(l);
+                // Which stream wins is data, not a pattern: min and max, not a branch.
+                *tree.add(n) = l.max(cur);
+                cur = l.min(cur);
+            }
             n >>= 1;
         }
         self.tree[0] = cur;
@@ -806,30 +817,36 @@ impl<'a> Events<'a> {
     #[inline(always)]
     fn fill_with(&mut self, out: &mut [Event]) -> usize {
         let mut n = 0;
+        let order = self.src.order;
         let mut next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+        // Every key from `start` up is EMPTY or comes after a stream still to start, so one
+        // comparison tells the common case (a record to hand out) from the others.
+        let mut start = order.start_key(next_start);
         while n < out.len() {
-            let mut top = self.tree[0];
-            // Bring in every stream that starts no later than the earliest record in hand.
-            while next_start != u64::MAX && (top == EMPTY || next_start <= self.src.order.ticks(top)) {
+            let top = self.tree[0];
+            if top >= start {
+                if next_start == u64::MAX {
+                    break;
+                }
+                // Bring in every stream that starts no later than the earliest record in hand.
                 let Reverse((_, s)) = self.pending.pop().expect("pending stream");
                 self.activate(s);
                 next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
-                top = self.tree[0];
+                start = order.start_key(next_start);
+                continue;
             }
-            if top == EMPTY {
-                break;
-            }
-            let slot = self.src.order.slot(top);
+            let slot = order.slot(top);
             let c = &mut self.cursors[slot as usize];
-            out[n] = c.batch[c.pos];
+            // pos < len <= BATCH, a power of two: the mask only spares a bounds check.
+            out[n] = c.batch[c.pos & (BATCH - 1)];
             n += 1;
             c.pos += 1;
             let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
             let second = self.replay(slot, k);
             // Still the winner: its run goes out together, up to the next key of any other
             // stream and of any stream still to start, with one more replay at its end.
-            if self.tree[0] == k && k != EMPTY && n < out.len() {
-                let bound = second.min(self.src.order.start_key(next_start));
+            if self.tree[0] == k && k < start && n < out.len() {
+                let bound = second.min(start);
                 let c = &mut self.cursors[slot as usize];
                 let lim = c.len.min(c.pos + (out.len() - n));
                 let mut end = c.pos;
