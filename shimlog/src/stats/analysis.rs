@@ -52,10 +52,12 @@ impl Analysis {
             if e.old != 0 {
                 self.heap.prefetch(e.old);
             }
-            // Untimed calls prefetch the count of 0 ns, always in cache: no branch. The
-            // per-size counts of the size asked for (of the element size for the array forms,
-            // a guess that costs nothing when wrong; of the last small id for a large size).
-            self.lat.prefetch(e.op, e.backend_ns().unwrap_or(0));
+            // The backend-time count of a timed call (a few in a hundred). The per-size
+            // counts of the size asked for (of the element size for the array forms, a guess
+            // that costs nothing when wrong; of the last small id for a large size).
+            if let Some(ns) = e.backend_ns() {
+                self.lat.prefetch(e.op, ns);
+            }
             self.sizes.prefetch(SizeTable::small_id_or_last(e.size));
         }
     }
