@@ -725,11 +725,12 @@ impl<'a> Events<'a> {
         self.tree[0] = win[1];
     }
 
-    /// After the winning slot's key changed to `k`: plays it up its path. Returns the
-    /// smallest of the keys it met there, which is the smallest key of every other slot
-    /// when `slot` won again.
+    /// After the winning slot's key changed to `k`: plays it up its path. Returns the new
+    /// winner (`tree[0]`, handed back so that the merge does not wait to read it from
+    /// memory) and the smallest of the keys it met on the way, which is the smallest key of
+    /// every other slot when `slot` won again.
     #[inline(always)]
-    fn replay(&mut self, slot: u32, k: Key) -> Key {
+    fn replay(&mut self, slot: u32, k: Key) -> (Key, Key) {
         let cap = self.leaves.len();
         assert!(self.tree.len() == cap && (slot as usize) < cap);
         self.leaves[slot as usize] = k;
@@ -751,7 +752,7 @@ impl<'a> Events<'a> {
             n >>= 1;
         }
         self.tree[0] = cur;
-        second
+        (cur, second)
     }
 
     /// Starts a stream: a slot (growing the tree when all are taken), its first batch,
@@ -822,8 +823,8 @@ impl<'a> Events<'a> {
         // Every key from `start` up is EMPTY or comes after a stream still to start, so one
         // comparison tells the common case (a record to hand out) from the others.
         let mut start = order.start_key(next_start);
+        let mut top = self.tree[0];
         while n < out.len() {
-            let top = self.tree[0];
             if top >= start {
                 if next_start == u64::MAX {
                     break;
@@ -833,6 +834,7 @@ impl<'a> Events<'a> {
                 self.activate(s);
                 next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
                 start = order.start_key(next_start);
+                top = self.tree[0];
                 continue;
             }
             let slot = order.slot(top);
@@ -842,10 +844,11 @@ impl<'a> Events<'a> {
             n += 1;
             c.pos += 1;
             let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
-            let second = self.replay(slot, k);
+            let second;
+            (top, second) = self.replay(slot, k);
             // Still the winner: its run goes out together, up to the next key of any other
             // stream and of any stream still to start, with one more replay at its end.
-            if self.tree[0] == k && k < start && n < out.len() {
+            if top == k && k < start && n < out.len() {
                 let bound = second.min(start);
                 let c = &mut self.cursors[slot as usize];
                 let lim = c.len.min(c.pos + (out.len() - n));
@@ -859,7 +862,7 @@ impl<'a> Events<'a> {
                     n += r;
                     c.pos = end;
                     let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
-                    self.replay(slot, k);
+                    (top, _) = self.replay(slot, k);
                 }
             }
         }
