@@ -376,12 +376,25 @@ impl DecodeState {
         // The last byte of each varint (32: not in these 16).
         let p = [e0.trailing_zeros(), e1.trailing_zeros(), e2.trailing_zeros(), e3.trailing_zeros()];
         let (pre, first_is, last) = (kind & 3, (kind >> 2) & 3, (kind >> 4) & 3);
+        // The next record starts after this one's last varint: on the chain from one
+        // record to the next, so with PEXT's sibling PDEP (the (last+1)-th end, 32 when there
+        // is none) rather than through the array.
+        #[cfg(target_arch = "x86_64")]
+        let end = if PEXT {
+            // SAFETY: PEXT is only true in functions compiled with BMI2 (see `field`).
+            unsafe { core::arch::x86_64::_pdep_u32(1 << last, e0).trailing_zeros() }
+        } else {
+            p[last as usize]
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         let end = p[last as usize];
         // Bit i of `long`: bytes i..i+8 all continue, so a varint there is over 8 bytes.
+        // Anywhere in the 16 bytes, even past this record: such varints are rare, and the
+        // general decoder takes the record then.
         let long = cont & (cont >> 1);
         let long = long & (long >> 2);
         let long = long & (long >> 4);
-        if (end >= 16) | (long & (1u32 << (end & 31)).wrapping_sub(1) != 0) {
+        if (end >= 16) | (long != 0) {
             return None;
         }
         let v = [
@@ -390,14 +403,20 @@ impl DecodeState {
             field::<PEXT>(w, p[1] + 1),
             field::<PEXT>(w, p[2] + 1),
         ];
+        // The fields by what they are (pre is 0, 1 or 2; a timed record has pre < 2), picked
+        // with selects rather than by indexing `v`, which would go through memory.
+        let sel = std::hint::select_unpredictable;
+        let size = sel(pre == 0, 0, sel(pre == 1, v[1], v[2]));
+        let ptr_field = sel(pre == 0, v[1], sel(pre == 1, v[2], v[3]));
+        let backend = sel(pre == 0, v[2], v[3]);
         let shift = if tag & TAG_PTR_BYTES != 0 { 0 } else { PTR_SHIFT };
         let delta = |d: u64| (varint::unzigzag(d) << shift) as u64;
         // Two fields before the pointer: the first is the count, alignment or old pointer.
         let a = v[1];
         let is_old = first_is == 3;
         let old = self.prev_ptr.wrapping_add(delta(a));
-        let base = std::hint::select_unpredictable(is_old, old, self.prev_ptr);
-        let ptr = base.wrapping_add(delta(v[pre as usize + 1]));
+        let base = sel(is_old, old, self.prev_ptr);
+        let ptr = base.wrapping_add(delta(ptr_field));
         let ticks = self.last_ticks.wrapping_add(varint::unzigzag(v[0]) as u64);
         self.prev_ptr = ptr;
         self.last_ticks = ticks;
@@ -407,14 +426,14 @@ impl DecodeState {
             op: Op::from_u8(tag & crate::format::TAG_OP_MASK).expect("a code in COMMON"),
             ticks,
             args: RawArgs {
-                size: std::hint::select_unpredictable(pre == 0, 0, v[pre as usize]),
+                size,
                 count: if two & (first_is == 1) { a } else { 0 },
                 align: if two & (first_is == 2) { a } else { 0 },
                 old: if is_old { old } else { 0 },
                 ptr,
                 value: 0,
             },
-            backend_ticks: if tag & TAG_TIMED != 0 { Some(v[last as usize]) } else { None },
+            backend_ticks: if tag & TAG_TIMED != 0 { Some(backend) } else { None },
         })
     }
 

@@ -123,8 +123,7 @@ struct Group {
 
 impl Group {
     #[inline(always)]
-    fn load(ctrl: &[u8], at: usize) -> Group {
-        let b: &[u8; WIDTH] = ctrl[at..at + WIDTH].try_into().expect("16 control bytes");
+    fn load(b: &[u8; WIDTH]) -> Group {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: SSE2 is part of x86_64; an unaligned load of the 16 bytes of `b`.
         let v = unsafe { core::arch::x86_64::_mm_loadu_si128(b.as_ptr() as *const _) };
@@ -226,11 +225,11 @@ impl BlockTable {
     /// `hash(key)`. Groups are probed at triangular steps, which visit every slot.
     #[inline(always)]
     fn probe(&self, key: u64, mut pos: usize, tag: u8) -> Result<usize, (usize, bool)> {
-        let (mask, ctrl) = (self.mask, self.ctrl.as_slice());
+        let mask = self.mask;
         let mut stride = 0;
         let mut free = None;
         loop {
-            let g = Group::load(ctrl, pos);
+            let g = self.group(pos);
             let mut m = g.matching(tag);
             while m != 0 {
                 let i = (pos + m.trailing_zeros() as usize) & mask;
@@ -251,6 +250,15 @@ impl BlockTable {
             stride += WIDTH;
             pos = (pos + stride) & mask;
         }
+    }
+
+    /// The WIDTH control bytes from slot `at` (masked) on.
+    #[inline(always)]
+    fn group(&self, at: usize) -> Group {
+        let at = at & self.mask;
+        debug_assert!(at + WIDTH <= self.ctrl.len);
+        // SAFETY: ctrl holds mask + 1 + WIDTH bytes, so at..at + WIDTH lies inside it.
+        Group::load(unsafe { &*(self.ctrl.ptr.add(at) as *const [u8; WIDTH]) })
     }
 
     /// Slot `i` (masked: always inside the table, so no bounds check).
@@ -307,9 +315,8 @@ impl BlockTable {
         let i = self.probe(key, pos, tag).ok()?;
         // The slot may go back to empty unless it lies in a run of WIDTH slots none of which
         // is empty: a probe may have passed over that run as full, and must still do so.
-        let ctrl = self.ctrl.as_slice();
-        let before = Group::load(ctrl, i.wrapping_sub(WIDTH) & self.mask).matching(EMPTY) as u16;
-        let after = Group::load(ctrl, i).matching(EMPTY) as u16;
+        let before = self.group(i.wrapping_sub(WIDTH)).matching(EMPTY) as u16;
+        let after = self.group(i).matching(EMPTY) as u16;
         let run = before.leading_zeros() + after.trailing_zeros() >= WIDTH as u32;
         let c = if run { DELETED } else { EMPTY };
         self.growth_left += (c == EMPTY) as usize;
