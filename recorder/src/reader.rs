@@ -727,24 +727,22 @@ impl<'a> Events<'a> {
 
     /// After the winning slot's key changed to `k`: plays it up its path. Returns the new
     /// winner (`tree[0]`, handed back so that the merge does not wait to read it from
-    /// memory) and the smallest of the keys it met on the way, which is the smallest key of
-    /// every other slot when `slot` won again.
+    /// memory).
     #[inline(always)]
-    fn replay(&mut self, slot: u32, k: Key) -> (Key, Key) {
+    fn replay(&mut self, slot: u32, k: Key) -> Key {
         let cap = self.leaves.len();
-        assert!(self.tree.len() == cap && (slot as usize) < cap);
+        debug_assert_eq!(self.tree.len(), cap);
         self.leaves[slot as usize] = k;
         let tree = self.tree.as_mut_ptr();
         let mut cur = k;
-        let mut second = EMPTY;
         let mut n = (cap + slot as usize) >> 1;
         while n >= 1 {
-            // SAFETY: 1 <= n < cap == tree.len() (n starts at (cap + slot) / 2 < cap and
-            // only halves). Checked indexing costs a compare and a branch per level, for
-            // every event.
+            // SAFETY: 1 <= n < cap (n starts at (cap + slot) / 2 < cap, slot < cap as the
+            // index above checked, and only halves), and tree.len() == cap: activate resizes
+            // leaves and then rebuilds the tree to its size. Checked indexing costs a
+            // compare and a branch per level, for every event.
             unsafe {
                 let l = *tree.add(n);
-                second = second.min(l);
                 // Which stream wins is data, not a pattern: min and max, not a branch.
                 *tree.add(n) = l.max(cur);
                 cur = l.min(cur);
@@ -752,7 +750,20 @@ impl<'a> Events<'a> {
             n >>= 1;
         }
         self.tree[0] = cur;
-        (cur, second)
+        cur
+    }
+
+    /// When `slot` has just won its way to the top: the smallest key of every other slot,
+    /// the smallest of the losers on its path.
+    #[inline(always)]
+    fn runner_up(&self, slot: u32) -> Key {
+        let mut n = (self.leaves.len() + slot as usize) >> 1;
+        let mut second = EMPTY;
+        while n >= 1 {
+            second = second.min(self.tree[n]);
+            n >>= 1;
+        }
+        second
     }
 
     /// Starts a stream: a slot (growing the tree when all are taken), its first batch,
@@ -844,12 +855,11 @@ impl<'a> Events<'a> {
             n += 1;
             c.pos += 1;
             let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
-            let second;
-            (top, second) = self.replay(slot, k);
+            top = self.replay(slot, k);
             // Still the winner: its run goes out together, up to the next key of any other
             // stream and of any stream still to start, with one more replay at its end.
             if top == k && k < start && n < out.len() {
-                let bound = second.min(start);
+                let bound = self.runner_up(slot).min(start);
                 let c = &mut self.cursors[slot as usize];
                 let lim = c.len.min(c.pos + (out.len() - n));
                 let mut end = c.pos;
@@ -862,7 +872,7 @@ impl<'a> Events<'a> {
                     n += r;
                     c.pos = end;
                     let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
-                    (top, _) = self.replay(slot, k);
+                    top = self.replay(slot, k);
                 }
             }
         }
