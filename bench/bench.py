@@ -5,7 +5,8 @@ workloads first).
   bench.py --full    every workload x backend x configuration, alternated run by run for
                      BENCH_ROUNDS rounds (default 5); heaptrack on smaller runs; the recorder
                      drain rate; callgrind instruction counts; the speed of shimlog stats on a
-                     100 M-event log (STATS_EVENTS) and a demo capture. Prints the table,
+                     100 M-event log (STATS_EVENTS) and a demo capture of about 100 M events
+                     (DEMO_ITERS iterations per thread). Prints the table,
                      writes bench/results.json and BENCHMARKS.md.
   bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
                      output and that its log decodes. Writes nothing outside bench/out/."""

@@ -5,7 +5,7 @@ millions of events).
 Two logs: a synthetic one of STATS_EVENTS events (default 100 M) written by the genlog
 example (8 threads interleaved in time, about 100 000 blocks live, frees of random live
 blocks so most are cross-thread), and a real capture of the demo workload (4 threads x
-2 000 000 iterations, about 14 M events). Each is analysed `rounds` times with --one-thread
+DEMO_ITERS iterations, default 14 100 000: about 100 M events). Each is analysed `rounds` times with --one-thread
 (its rate per CPU second is the rate on one core) and `rounds` times the default way (the
 reader on a second thread: the rate per wall second on this machine), alternated."""
 import glob
@@ -39,7 +39,7 @@ def _logs(events, say):
     out.append({"name": "synthetic", "log": syn, "made_by": shown(argv, {})})
     env = clean_env()
     env["SHIM_LOG"] = os.path.join(DIR, "demo.%p.shimlog")
-    argv = [os.path.join(BIN, "demo"), "4", "2000000"]
+    argv = [os.path.join(BIN, "demo"), "4", os.environ.get("DEMO_ITERS", "14100000")]
     subprocess.run(argv, check=True, capture_output=True, timeout=600,
                    env=dict(env, LD_PRELOAD=SHIM))
     demo = glob.glob(os.path.join(DIR, "demo.*.shimlog"))
