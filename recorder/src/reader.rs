@@ -731,16 +731,17 @@ impl<'a> Events<'a> {
     #[inline(always)]
     fn replay(&mut self, slot: u32, k: Key) -> Key {
         let cap = self.leaves.len();
-        debug_assert_eq!(self.tree.len(), cap);
+        // Always true (activate resizes leaves, then rebuilds the tree to their size); the
+        // loop's unchecked accesses rely on it, and one predictable check per event is cheap.
+        assert_eq!(self.tree.len(), cap);
         self.leaves[slot as usize] = k;
         let tree = self.tree.as_mut_ptr();
         let mut cur = k;
         let mut n = (cap + slot as usize) >> 1;
         while n >= 1 {
-            // SAFETY: 1 <= n < cap (n starts at (cap + slot) / 2 < cap, slot < cap as the
-            // index above checked, and only halves), and tree.len() == cap: activate resizes
-            // leaves and then rebuilds the tree to its size. Checked indexing costs a
-            // compare and a branch per level, for every event.
+            // SAFETY: 1 <= n < cap == tree.len() (asserted above): n starts at
+            // (cap + slot) / 2 < cap, slot < cap as the index above checked, and only
+            // halves. Checked indexing costs a compare and a branch per level, every event.
             unsafe {
                 let l = *tree.add(n);
                 // Which stream wins is data, not a pattern: min and max, not a branch.
