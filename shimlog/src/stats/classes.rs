@@ -97,9 +97,15 @@ impl SizeTable {
         size.min(SMALL as u64 - 1) as u32
     }
 
+    /// The size of id `id`. A small one is its own id: no load from the table, which every
+    /// free would otherwise make at a random place.
     #[inline(always)]
     pub fn size(&self, id: u32) -> u64 {
-        self.sizes[id as usize]
+        if (id as usize) < SMALL {
+            id as u64
+        } else {
+            self.sizes[id as usize]
+        }
     }
 
     /// The classes of size `id` in every backend (asked of the backends on first use).
