@@ -3,7 +3,7 @@
 //! runs on the default; SHIM_LOG's %e/%p and the default name; a log that cannot be created
 //! leaves the program running with one stderr line; an existing file or a symlink is never
 //! written through (a suffixed name is used); the log is mode 0600; SHIM_TIMING=all/none;
-//! the header describes the process.
+//! the header describes the process; every zstd level records the same calls.
 use itest::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -47,6 +47,7 @@ fn unknown_values_print_one_line_and_run_on_the_default() {
         ("SHIM_TRACE", "maybe", &["0"][..]),
         ("SHIM_TIMING", "often", &["all", "none"][..]),
         ("SHIM_ON_FULL", "explode", &["block", "drop"][..]),
+        ("SHIM_ZSTD_LEVEL", "0", &["1 to 19", "-1 to -7"][..]),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut c = counts_cmd();
@@ -64,6 +65,30 @@ fn unknown_values_print_one_line_and_run_on_the_default() {
         let a = analyze(&only_file(dir.path()), |_| false);
         assert_eq!(a.header.backend, "glibc", "{var}={value}");
         assert!(a.alloc_events > 0, "{var}={value}: nothing recorded in {} ({} events, {:?})", a.path.display(), a.events, a.ops);
+    }
+}
+
+/// Every accepted zstd level, the fast negative ones included, gives a log that reads back
+/// whole with the same calls, in the same order, as the default level.
+#[test]
+fn zstd_levels_record_the_same_calls() {
+    let calls = |level: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = counts_cmd();
+        preload(&mut c, "glibc", dir.path());
+        c.env("SHIM_ZSTD_LEVEL", level);
+        let out = run(c);
+        assert_counts_ok(&out, &format!("SHIM_ZSTD_LEVEL={level}"));
+        assert!(out.stderr.is_empty(), "SHIM_ZSTD_LEVEL={level} printed: {}", out.stderr);
+        let a = analyze(&only_file(dir.path()), |e| e.op.is_alloc_family());
+        assert!(a.issues.is_empty() && a.clean_end, "SHIM_ZSTD_LEVEL={level}: {:?}", a.issues);
+        assert!(a.consistency_failures(true).is_empty(), "SHIM_ZSTD_LEVEL={level}: {:?}", a.consistency_failures(true));
+        a.kept.iter().map(|e| (e.op, e.size, e.count(), e.align())).collect::<Vec<_>>()
+    };
+    let want = calls("1");
+    assert!(want.len() > 100, "counts.c made only {} calls", want.len());
+    for level in ["-1", "-7", "3", "19"] {
+        assert_eq!(calls(level), want, "SHIM_ZSTD_LEVEL={level} recorded other calls than level 1");
     }
 }
 

@@ -145,12 +145,17 @@ pub fn read() -> Config {
             false
         }
     };
+    // Negative levels are zstd's fast ones: they store the record bytes without Huffman
+    // coding, which is all zstd gains on them at level 1 (the records are varint-packed
+    // already), for a recorder thread that compresses several times faster.
     let zstd_level = match getenv(b"SHIM_ZSTD_LEVEL") {
         None | Some(b"") => 1,
-        Some(v) => match parse_u32(v) {
-            Some(n) if (1..=19).contains(&n) => n as i32,
+        Some(v) => match v.strip_prefix(b"-").map_or(parse_u32(v).map(|n| n as i64), |m| {
+            parse_u32(m).map(|n| -(n as i64))
+        }) {
+            Some(n) if (1..=19).contains(&n) || (-7..=-1).contains(&n) => n as i32,
             _ => {
-                w[5] = Some("shim: unknown SHIM_ZSTD_LEVEL (accepted: 1 to 19); using 1");
+                w[5] = Some("shim: unknown SHIM_ZSTD_LEVEL (accepted: 1 to 19, or -1 to -7: faster, larger logs); using 1");
                 1
             }
         },
