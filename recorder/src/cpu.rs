@@ -49,7 +49,6 @@ pub fn has_fast_pext() -> bool {
     false
 }
 
-
 /// Starts loading the cache line at `p` into every level of cache. Never faults: `p` may
 /// point anywhere (past the end of a buffer, or at nothing).
 #[inline(always)]

@@ -584,9 +584,7 @@ impl Src<'_> {
             c.state = DecodeState::new(info.h.first_ticks);
         }
     }
-}
 
-impl Src<'_> {
     /// Frame `fi` has been read: the mapping is released up to the first frame still to be
     /// read, a MiB or more at a time. (Streams are read in time order, which is close to file
     /// order, so what stays mapped is about a frame per thread.)

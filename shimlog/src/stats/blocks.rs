@@ -212,8 +212,8 @@ impl BlockTable {
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         let (pos, _) = self.hash(key);
-        let s = self.slots.as_slice().as_ptr().wrapping_add(pos);
-        prefetch(self.ctrl.as_slice().as_ptr().wrapping_add(pos));
+        let s = self.slots.ptr.wrapping_add(pos);
+        prefetch(self.ctrl.ptr.wrapping_add(pos));
         prefetch(s);
         // The next slot is on the same line when this one is even (slots are 32 bytes and a
         // large table starts on a page): then this prefetches that line again, for nothing.
