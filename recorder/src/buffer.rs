@@ -202,20 +202,9 @@ pub struct RawArgs {
 /// thread and process records do not.
 const COMMON: [u8; 128] = {
     let mut t = [0u8; 128];
-    let ops: [(Op, u8, u8); 9] = [
-        (Op::Malloc, 1, 0),
-        (Op::Valloc, 1, 0),
-        (Op::Pvalloc, 1, 0),
-        (Op::Free, 0, 0),
-        (Op::Calloc, 2, 1),
-        (Op::PosixMemalign, 2, 2),
-        (Op::AlignedAlloc, 2, 2),
-        (Op::Memalign, 2, 2),
-        (Op::Realloc, 2, 3),
-    ];
     let mut i = 0;
-    while i < ops.len() {
-        let (op, pre, first_is) = ops[i];
+    while i < COMMON_OPS.len() {
+        let (op, pre, first_is) = COMMON_OPS[i];
         let mut timed = 0u8;
         while timed < 2 {
             // Varints: the time delta, `pre` fields, the pointer, the backend time if timed.
@@ -228,6 +217,33 @@ const COMMON: [u8; 128] = {
         i += 1;
     }
     t
+};
+
+/// The ops of the fast path: the fields before the pointer, and what the first of two is.
+const COMMON_OPS: [(Op, u8, u8); 9] = [
+    (Op::Malloc, 1, 0),
+    (Op::Valloc, 1, 0),
+    (Op::Pvalloc, 1, 0),
+    (Op::Free, 0, 0),
+    (Op::Calloc, 2, 1),
+    (Op::PosixMemalign, 2, 2),
+    (Op::AlignedAlloc, 2, 2),
+    (Op::Memalign, 2, 2),
+    (Op::Realloc, 2, 3),
+];
+
+/// COMMON's `pre` again, two bits per op code (all under 32), so that the length of a fast
+/// record comes from its tag by a shift rather than a load: it is on the chain from one
+/// record to the next.
+const PRE_BITS: u64 = {
+    let mut b = 0u64;
+    let mut i = 0;
+    while i < COMMON_OPS.len() {
+        let (op, pre, _) = COMMON_OPS[i];
+        b |= (pre as u64) << (2 * op as u32);
+        i += 1;
+    }
+    b
 };
 
 /// Bit i set when byte i of the 16 has its continuation bit (the top bit) set.
@@ -375,7 +391,10 @@ impl DecodeState {
         let e3 = e2 & e2.wrapping_sub(1);
         // The last byte of each varint (32: not in these 16).
         let p = [e0.trailing_zeros(), e1.trailing_zeros(), e2.trailing_zeros(), e3.trailing_zeros()];
-        let (pre, first_is, last) = (kind & 3, (kind >> 2) & 3, (kind >> 4) & 3);
+        let (pre, first_is) = (kind & 3, (kind >> 2) & 3);
+        // kind's bits 4-5, computed from the tag (the same for every tag with a kind).
+        let last = ((PRE_BITS >> ((2 * tag as u32) & 63)) & 3) as u32 + 1 + ((tag as u32 >> 6) & 1);
+        debug_assert_eq!(last, (kind >> 4) & 3);
         // The next record starts after this one's last varint: on the chain from one
         // record to the next, so with PEXT's sibling PDEP (the (last+1)-th end, 32 when there
         // is none) rather than through the array.

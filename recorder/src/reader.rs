@@ -513,8 +513,12 @@ impl Src<'_> {
         c.pos = 0;
         let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
-            // Split borrows, so that the loop keeps the stream's state in registers.
-            let (data, st, batch, keys) = (&c.data[..], &mut c.state, &mut *c.batch, &mut *c.keys);
+            // The decoder's state is copied out and back, so that the loop keeps it in
+            // registers: stored in the cursor, it went through memory between records (the
+            // compiler cannot tell that the batch's stores leave it alone).
+            let (data, batch, keys) = (&c.data[..], &mut *c.batch, &mut *c.keys);
+            let mut state = c.state;
+            let st = &mut state;
             let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
             while len < BATCH {
                 // Nearly every record takes the fast path: an allocation record, only
@@ -560,6 +564,7 @@ impl Src<'_> {
                 batch[len] = self.event(&rec, tid, stream, value);
                 len += 1;
             }
+            c.state = state;
             c.tid = tid;
             c.len = len;
             if c.len > 0 {
