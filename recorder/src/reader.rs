@@ -380,6 +380,9 @@ struct Cursor {
 /// bits). `EMPTY` (every bit set) marks a slot with no stream.
 type Key = u64;
 const EMPTY: Key = Key::MAX;
+/// In [`Events::ahead`]: the slot's batch has no record after the one in the tournament.
+/// (Keys of records are below 2^63.)
+const REFILL: Key = Key::MAX - 1;
 
 /// How keys are packed for one log: enough slot bits for every stream in it, the rest for
 /// ticks. Ticks beyond what fits (a log spanning more than ~2^(63 - slot_bits) ticks, over a
@@ -609,6 +612,18 @@ impl Src<'_> {
     }
 }
 
+impl Cursor {
+    /// The key of the record after the one at `pos`, or REFILL when the batch has none.
+    #[inline(always)]
+    fn after(&self) -> Key {
+        if self.pos + 1 < self.len {
+            self.keys[(self.pos + 1) & (BATCH - 1)]
+        } else {
+            REFILL
+        }
+    }
+}
+
 /// The key of the cursor's next record after the one just handed out, refilling its batch
 /// when it is used up; EMPTY (and the slot freed) at the end of its stream.
 #[inline(always)]
@@ -646,6 +661,10 @@ pub struct Events<'a> {
     tree: Vec<Key>,
     /// The current key of each slot (EMPTY for an unused one).
     leaves: Vec<Key>,
+    /// The key of each slot's record after its current one, or REFILL: read when the slot
+    /// wins, so that the next key is one load from the slot number (through the cursor, it
+    /// was three in a row, on the chain from one winner to the next).
+    ahead: Vec<Key>,
     /// Slots of finished cursors, reused (with their buffers) by later streams.
     free_slots: Vec<u32>,
     /// Merged events handed out one at a time by `next`: `chunk[chunk_pos..chunk_len]`.
@@ -700,6 +719,7 @@ impl<'a> Events<'a> {
             cursors: Vec::new(),
             tree: vec![EMPTY; 1],
             leaves: vec![EMPTY; 1],
+            ahead: vec![REFILL; 1],
             free_slots: Vec::new(),
             chunk: Vec::new(),
             chunk_pos: 0,
@@ -792,6 +812,7 @@ impl<'a> Events<'a> {
                 let s = self.cursors.len() - 1;
                 if s >= self.leaves.len() {
                     self.leaves.resize(self.leaves.len() * 2, EMPTY);
+                    self.ahead.resize(self.leaves.len(), REFILL);
                 }
                 s as u32
             }
@@ -805,6 +826,7 @@ impl<'a> Events<'a> {
         c.cur_offset = 0;
         if self.src.refill(c, slot) {
             self.leaves[slot as usize] = c.keys[0];
+            self.ahead[slot as usize] = c.after();
         } else {
             self.leaves[slot as usize] = EMPTY;
             self.free_slots.push(slot);
@@ -858,7 +880,11 @@ impl<'a> Events<'a> {
             out[n] = c.batch[c.pos & (BATCH - 1)];
             n += 1;
             c.pos += 1;
-            let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+            let mut k = self.ahead[slot as usize];
+            if k == REFILL {
+                k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+            }
+            self.ahead[slot as usize] = c.after();
             top = self.replay(slot, k);
             // Still the winner: its run goes out together, up to the next key of any other
             // stream and of any stream still to start, with one more replay at its end.
@@ -876,6 +902,7 @@ impl<'a> Events<'a> {
                     n += r;
                     c.pos = end;
                     let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+                    self.ahead[slot as usize] = c.after();
                     top = self.replay(slot, k);
                 }
             }
