@@ -381,7 +381,7 @@ struct Cursor {
 type Key = u64;
 const EMPTY: Key = Key::MAX;
 /// In [`Events::ahead`]: the slot's batch has no record after the one in the tournament.
-/// (Keys of records are below 2^63.)
+/// (`Order::max_rel` keeps every record's key at most u64::MAX - 4.)
 const REFILL: Key = Key::MAX - 1;
 
 /// How keys are packed for one log: enough slot bits for every stream in it, the rest for

@@ -227,9 +227,10 @@ impl BlockTable {
         let s = self.slots.ptr.wrapping_add(pos);
         prefetch(self.ctrl.ptr.wrapping_add(pos));
         prefetch(s);
-        // And the next line (slots are 32 bytes and a large table starts on a page): a block
-        // is one or two slots past its first slot in one lookup of five, which this covers
-        // up to two (three when the first is even).
+        // And the next line (slots are 32 bytes and a large table starts on a page). On the
+        // synthetic log a block is 1 slot past its first slot in a quarter of the lookups and
+        // 2 or 3 past in one in ten; the two lines reach 3 past an even first slot, 2 past an
+        // odd one.
         prefetch(s.wrapping_add(2));
     }
 
