@@ -1,7 +1,7 @@
 //! The heap as the log shows it: the blocks live at each moment.
 //!
 //! Memory is proportional to the blocks live at once (33 bytes per block with its key and
-//! control byte, in a table at most 5/8 full), never to the number of events.
+//! control byte, in a table at most half full, tombstones included), never to the number of events.
 use super::blocks::BlockTable;
 use super::classes::SizeTable;
 
