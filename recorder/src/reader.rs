@@ -10,8 +10,9 @@
 //! Speed: each stream is decoded a batch at a time in a tight loop (allocation records, nearly
 //! every record, through a fast path), and the streams are merged by a loser tree whose keys
 //! are single integers, so that picking the next event costs log2(streams) min/max
-//! operations and no unpredictable branch. [`Events::fill`] hands out events a chunk at a
-//! time; the `Iterator` is built on it.
+//! operations and no unpredictable branch. [`Events::drive`] hands each event to a consumer
+//! inside the merge loop; [`Events::fill`] (a chunk at a time) and the `Iterator` are built
+//! on it.
 use crate::buffer::DecodeState;
 use crate::event::{Event, Op};
 use crate::format::{self, FrameHeader, Header};
@@ -647,6 +648,25 @@ fn next_batch(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot
     }
 }
 
+/// What [`Events::drive`] hands each event to, in merged order.
+pub trait Sink {
+    fn take(&mut self, e: &Event);
+}
+
+/// [`Events::fill`]'s sink.
+struct Fill<'o> {
+    out: &'o mut [Event],
+    n: usize,
+}
+
+impl Sink for Fill<'_> {
+    #[inline(always)]
+    fn take(&mut self, e: &Event) {
+        self.out[self.n] = *e;
+        self.n += 1;
+    }
+}
+
 /// The merged iterator returned by [`LogReader::events`]: a loser tree over the started
 /// streams, each decoded a batch at a time.
 pub struct Events<'a> {
@@ -748,48 +768,6 @@ impl<'a> Events<'a> {
         self.tree[0] = win[1];
     }
 
-    /// After the winning slot's key changed to `k`: plays it up its path. Returns the new
-    /// winner (`tree[0]`, handed back so that the merge does not wait to read it from
-    /// memory).
-    #[inline(always)]
-    fn replay(&mut self, slot: u32, k: Key) -> Key {
-        let cap = self.leaves.len();
-        // Always true (activate resizes leaves, then rebuilds the tree to their size); the
-        // loop's unchecked accesses rely on it, and one predictable check per event is cheap.
-        assert_eq!(self.tree.len(), cap);
-        self.leaves[slot as usize] = k;
-        let tree = self.tree.as_mut_ptr();
-        let mut cur = k;
-        let mut n = (cap + slot as usize) >> 1;
-        while n >= 1 {
-            // SAFETY: 1 <= n < cap == tree.len() (asserted above): n starts at
-            // (cap + slot) / 2 < cap, slot < cap as the index above checked, and only
-            // halves. Checked indexing costs a compare and a branch per level, every event.
-            unsafe {
-                let l = *tree.add(n);
-                // Which stream wins is data, not a pattern: min and max, not a branch.
-                *tree.add(n) = l.max(cur);
-                cur = l.min(cur);
-            }
-            n >>= 1;
-        }
-        self.tree[0] = cur;
-        cur
-    }
-
-    /// When `slot` has just won its way to the top: the smallest key of every other slot,
-    /// the smallest of the losers on its path.
-    #[inline(always)]
-    fn runner_up(&self, slot: u32) -> Key {
-        let mut n = (self.leaves.len() + slot as usize) >> 1;
-        let mut second = EMPTY;
-        while n >= 1 {
-            second = second.min(self.tree[n]);
-            n >>= 1;
-        }
-        second
-    }
-
     /// Starts a stream: a slot (growing the tree when all are taken), its first batch,
     /// and the tournament rebuilt with it.
     fn activate(&mut self, stream: u32) {
@@ -837,78 +815,131 @@ impl<'a> Events<'a> {
     /// Fills `out` with the next events in merged order; returns how many it wrote (fewer
     /// than `out.len()` only at the end of the log). Cheaper than calling `next` for each.
     pub fn fill(&mut self, out: &mut [Event]) -> usize {
-        #[cfg(target_arch = "x86_64")]
-        if self.src.v3 {
-            // SAFETY: the CPU has every feature fill_v3 is compiled for (cpu::has_v3).
-            return unsafe { self.fill_v3(out) };
-        }
-        self.fill_with(out)
+        let max = out.len();
+        self.drive(max, &mut Fill { out, n: 0 })
     }
 
-    /// [`Events::fill`] compiled for x86-64-v3 (see [`crate::cpu`]).
+    /// Hands the next `max` events in merged order to `f`, one at a time; returns how many
+    /// it handed (fewer than `max` only at the end of the log). `f` runs inside the merge
+    /// loop: a consumer doing real work per event (the analysis) overlaps it with the
+    /// merge's chain of dependent loads from one winner to the next, where with
+    /// [`Events::fill`] the two take turns a chunk at a time. On x86-64 CPUs with the
+    /// x86-64-v3 features, the loop and `f` with it (an `#[inline(always)]` [`Sink::take`])
+    /// are compiled for them.
+    #[inline]
+    pub fn drive<F: Sink>(&mut self, max: usize, f: &mut F) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if self.src.v3 {
+            // SAFETY: the CPU has every feature drive_v3 is compiled for (cpu::has_v3).
+            return unsafe { self.drive_v3(max, f) };
+        }
+        self.drive_with(max, f)
+    }
+
+    /// [`Events::drive`] compiled for x86-64-v3 (see [`crate::cpu`]).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
-    unsafe fn fill_v3(&mut self, out: &mut [Event]) -> usize {
-        self.fill_with(out)
+    unsafe fn drive_v3<F: Sink>(&mut self, max: usize, f: &mut F) -> usize {
+        self.drive_with(max, f)
     }
 
     #[inline(always)]
-    fn fill_with(&mut self, out: &mut [Event]) -> usize {
+    fn drive_with<F: Sink>(&mut self, max: usize, f: &mut F) -> usize {
         let mut n = 0;
         let order = self.src.order;
-        let mut next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
-        // Every key from `start` up is EMPTY or comes after a stream still to start, so one
-        // comparison tells the common case (a record to hand out) from the others.
-        let mut start = order.start_key(next_start);
-        let mut top = self.tree[0];
-        while n < out.len() {
-            if top >= start {
-                if next_start == u64::MAX {
-                    break;
-                }
-                // Bring in every stream that starts no later than the earliest record in hand.
-                let Reverse((_, s)) = self.pending.pop().expect("pending stream");
-                self.activate(s);
-                next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
-                start = order.start_key(next_start);
-                top = self.tree[0];
-                continue;
+        loop {
+            let next_start = self.pending.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+            // Every key from `start` up is EMPTY or comes after a stream still to start, so
+            // one comparison tells the common case (a record to hand out) from the others.
+            let start = order.start_key(next_start);
+            n = self.merge(max, n, start, f);
+            if n == max || next_start == u64::MAX {
+                break;
             }
-            let slot = order.slot(top);
-            let c = &mut self.cursors[slot as usize];
+            // Bring in every stream that starts no later than the earliest record in hand.
+            let Reverse((_, s)) = self.pending.pop().expect("pending stream");
+            self.activate(s);
+        }
+        self.decoded += n as u64;
+        self.sync();
+        n
+    }
+
+    /// Hands records to `f` while the earliest key in hand is below `start`, until `max`
+    /// have been handed (counting the `n` before); returns the count. The tournament's
+    /// arrays are held as pointers for the loop: through `self`, every store by `f` made the
+    /// compiler load each array's address again.
+    #[inline(always)]
+    fn merge<F: Sink>(&mut self, max: usize, mut n: usize, start: Key, f: &mut F) -> usize {
+        let order = self.src.order;
+        let cap = self.leaves.len();
+        // activate keeps these in step: one slot per cursor, the tree as wide as the leaves.
+        assert!(self.tree.len() == cap && self.ahead.len() == cap && self.cursors.len() <= cap);
+        let tree = self.tree.as_mut_ptr();
+        let leaves = self.leaves.as_mut_ptr();
+        let ahead = self.ahead.as_mut_ptr();
+        let cursors = self.cursors.as_mut_ptr();
+        // SAFETY (every access below): a slot comes from a key in the tree below `start`,
+        // which is not EMPTY, so it is the slot of a live cursor: < cursors.len() <= cap;
+        // tree nodes are 0 < node < cap. Nothing in the loop resizes these vectors (only
+        // activate does, outside it).
+        let replay = |slot: usize, k: Key| -> Key {
+            unsafe {
+                *leaves.add(slot) = k;
+                let mut cur = k;
+                let mut node = (cap + slot) >> 1;
+                while node >= 1 {
+                    let l = *tree.add(node);
+                    // Which stream wins is data, not a pattern: min and max, not a branch.
+                    *tree.add(node) = l.max(cur);
+                    cur = l.min(cur);
+                    node >>= 1;
+                }
+                *tree = cur;
+                cur
+            }
+        };
+        let mut top = unsafe { *tree };
+        while n < max && top < start {
+            let slot = order.slot(top) as usize;
+            let c = unsafe { &mut *cursors.add(slot) };
             // pos < len <= BATCH, a power of two: the mask only spares a bounds check.
-            out[n] = c.batch[c.pos & (BATCH - 1)];
+            f.take(&c.batch[c.pos & (BATCH - 1)]);
             n += 1;
             c.pos += 1;
-            let mut k = self.ahead[slot as usize];
+            let mut k = unsafe { *ahead.add(slot) };
             if k == REFILL {
-                k = next_key(&mut self.src, c, &mut self.free_slots, slot);
+                k = next_key(&mut self.src, c, &mut self.free_slots, slot as u32);
             }
-            self.ahead[slot as usize] = c.after();
-            top = self.replay(slot, k);
+            unsafe { *ahead.add(slot) = c.after() };
+            top = replay(slot, k);
             // Still the winner: its run goes out together, up to the next key of any other
             // stream and of any stream still to start, with one more replay at its end.
-            if top == k && k < start && n < out.len() {
-                let bound = self.runner_up(slot).min(start);
-                let c = &mut self.cursors[slot as usize];
-                let lim = c.len.min(c.pos + (out.len() - n));
+            if top == k && k < start && n < max {
+                let mut second = EMPTY;
+                let mut node = (cap + slot) >> 1;
+                while node >= 1 {
+                    second = second.min(unsafe { *tree.add(node) });
+                    node >>= 1;
+                }
+                let bound = second.min(start);
+                let lim = c.len.min(c.pos + (max - n));
                 let mut end = c.pos;
                 while end < lim && c.keys[end] < bound {
                     end += 1;
                 }
                 if end > c.pos {
-                    let r = end - c.pos;
-                    out[n..n + r].copy_from_slice(&c.batch[c.pos..end]);
-                    n += r;
+                    for e in &c.batch[c.pos..end] {
+                        f.take(e);
+                    }
+                    n += end - c.pos;
                     c.pos = end;
-                    let k = next_key(&mut self.src, c, &mut self.free_slots, slot);
-                    self.ahead[slot as usize] = c.after();
-                    top = self.replay(slot, k);
+                    let k = next_key(&mut self.src, c, &mut self.free_slots, slot as u32);
+                    unsafe { *ahead.add(slot) = c.after() };
+                    top = replay(slot, k);
                 }
             }
         }
-        self.decoded += n as u64;
-        self.sync();
         n
     }
 

@@ -16,8 +16,6 @@ use std::sync::mpsc::sync_channel;
 const PROGRESS_EVERY: u64 = 1 << 16;
 /// How many events ahead of the analysis their live-table slots are prefetched.
 const AHEAD: usize = 8;
-/// Events taken from the reader at a time.
-const CHUNK: usize = 256;
 /// Chunks the reader thread may be ahead by, and their size: larger than on one thread,
 /// so that handing one over (and waking the other thread) is rare.
 const IN_FLIGHT: usize = 4;
@@ -118,24 +116,62 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
     })
 }
 
-/// [`one`] on this thread alone.
+/// [`one`] on this thread alone: the analysis runs inside the reader's merge loop
+/// ([`recorder::reader::Events::drive`]), event by event.
 fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
     let mut ev = r.events();
     let mut n: u64 = 0;
-    let mut chunk = vec![Event::default(); CHUNK];
+    let mut ahead = Ahead {
+        ring: [Event::default(); RING],
+        n: 0,
+        a,
+        t,
+    };
     loop {
-        let len = ev.fill(&mut chunk);
-        if len == 0 {
+        let got = ev.drive(PROGRESS_EVERY as usize, &mut ahead);
+        n += got as u64;
+        p.set(ev.bytes_read, n);
+        if got < PROGRESS_EVERY as usize {
             break;
         }
-        analyse(a, t, &chunk[..len]);
-        n += len as u64;
-        if n % PROGRESS_EVERY < len as u64 {
-            p.set(ev.bytes_read, n);
-        }
     }
+    ahead.flush();
     a.finish();
     read_report(r, &ev)
+}
+
+/// The last events handed over, so that each is fed to the analysis AHEAD events after
+/// its live-table slots were prefetched.
+struct Ahead<'x> {
+    ring: [Event; RING],
+    n: usize,
+    a: &'x mut Analysis,
+    t: &'x mut SizeTable,
+}
+
+const RING: usize = 16;
+const _: () = assert!(RING.is_power_of_two() && AHEAD < RING);
+
+impl recorder::reader::Sink for Ahead<'_> {
+    #[inline(always)]
+    fn take(&mut self, e: &Event) {
+        self.ring[self.n & (RING - 1)] = *e;
+        self.a.prefetch(e);
+        if self.n >= AHEAD {
+            self.a.feed(&self.ring[(self.n - AHEAD) & (RING - 1)], self.t, &mut Alone);
+        }
+        self.n += 1;
+    }
+}
+
+impl Ahead<'_> {
+    /// Feeds the events still waiting.
+    fn flush(&mut self) {
+        for i in self.n.saturating_sub(AHEAD)..self.n {
+            self.a.feed(&self.ring[i & (RING - 1)], self.t, &mut Alone);
+        }
+        self.n = 0;
+    }
 }
 
 /// Feeds a chunk of events to the analysis. The live-table slot an event will touch is
