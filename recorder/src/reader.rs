@@ -464,8 +464,9 @@ impl Src<'_> {
         }
     }
 
+    /// The event of `rec`, its `ts_ns` still in ticks (see `refill_with`).
     #[inline(always)]
-    fn event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
+    fn raw_event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
         // No op has both a count and an alignment, and records have neither.
         let arg = rec.args.count | rec.args.align | value;
         let backend = match rec.backend_ticks {
@@ -473,7 +474,7 @@ impl Src<'_> {
             None => Event::NOT_TIMED,
         };
         Event {
-            ts_ns: self.ns(rec.ticks),
+            ts_ns: rec.ticks,
             ptr: rec.args.ptr,
             size: rec.args.size,
             old: rec.args.old,
@@ -532,8 +533,7 @@ impl Src<'_> {
                         self.after_cut += 1;
                         continue;
                     }
-                    keys[len] = self.order.key(rec.ticks, rec.op, slot);
-                    batch[len] = self.event(&rec, tid, stream, 0);
+                    batch[len] = self.raw_event(&rec, tid, stream, 0);
                     len += 1;
                     continue;
                 }
@@ -564,9 +564,20 @@ impl Src<'_> {
                         value = self.ns(value);
                     }
                 }
-                keys[len] = self.order.key(rec.ticks, rec.op, slot);
-                batch[len] = self.event(&rec, tid, stream, value);
+                batch[len] = self.raw_event(&rec, tid, stream, value);
                 len += 1;
+            }
+            // Keys and nanoseconds in a pass of their own, with few values live: in the
+            // decoding loop they kept the order's and the clock's constants on the stack.
+            let order = self.order;
+            for (e, k) in batch[..len].iter_mut().zip(keys.iter_mut()) {
+                *k = order.key(e.ts_ns, e.op, slot);
+            }
+            if !self.ticks_are_ns {
+                let scale = self.scale;
+                for e in &mut batch[..len] {
+                    e.ts_ns = scale.ns(e.ts_ns);
+                }
             }
             c.state = state;
             c.tid = tid;
