@@ -832,11 +832,11 @@ impl<'a> Events<'a> {
 
     /// Hands the next `max` events in merged order to `f`, one at a time; returns how many
     /// it handed (fewer than `max` only at the end of the log). `f` runs inside the merge
-    /// loop: a consumer doing real work per event (the analysis) overlaps it with the
-    /// merge's chain of dependent loads from one winner to the next, where with
-    /// [`Events::fill`] the two take turns a chunk at a time. On x86-64 CPUs with the
-    /// x86-64-v3 features, the loop and `f` with it (an `#[inline(always)]` [`Sink::take`])
-    /// are compiled for them.
+    /// loop, event by event, rather than after it a chunk at a time as with
+    /// [`Events::fill`], so that the out-of-order core can overlap a consumer's work per
+    /// event (the analysis) with the merge's chain of dependent loads from one winner to
+    /// the next. On x86-64 CPUs with the x86-64-v3 features, the loop and `f` with it (an
+    /// `#[inline(always)]` [`Sink::take`]) are compiled for them.
     #[inline]
     pub fn drive<F: Sink>(&mut self, max: usize, f: &mut F) -> usize {
         #[cfg(target_arch = "x86_64")]
