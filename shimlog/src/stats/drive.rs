@@ -6,6 +6,7 @@ use super::classes::SizeTable;
 use super::section::{Issue, ReadReport};
 use super::total::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use recorder::reader::Sink;
 use recorder::{Event, LogReader};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -101,8 +102,9 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
             ev
         });
         let mut n: u64 = 0;
+        let mut ahead = Ahead::new(a, t);
         for (chunk, len, bytes) in full_rx {
-            analyse(a, t, &chunk[..len]);
+            feed_chunk(&mut ahead, &chunk[..len]);
             let _ = empty_tx.send(chunk);
             n += len as u64;
             if n % PROGRESS_EVERY < len as u64 {
@@ -111,6 +113,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
         }
         drop(empty_tx);
         let ev = reader.join().expect("reader thread");
+        ahead.flush();
         a.finish();
         read_report(r, &ev)
     })
@@ -121,12 +124,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
 fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
     let mut ev = r.events();
     let mut n: u64 = 0;
-    let mut ahead = Ahead {
-        ring: [Event::default(); RING],
-        n: 0,
-        a,
-        t,
-    };
+    let mut ahead = Ahead::new(a, t);
     loop {
         let got = ev.drive(PROGRESS_EVERY as usize, &mut ahead);
         n += got as u64;
@@ -152,7 +150,7 @@ struct Ahead<'x> {
 const RING: usize = 16;
 const _: () = assert!(RING.is_power_of_two() && AHEAD < RING);
 
-impl recorder::reader::Sink for Ahead<'_> {
+impl Sink for Ahead<'_> {
     #[inline(always)]
     fn take(&mut self, e: &Event) {
         self.ring[self.n & (RING - 1)] = *e;
@@ -164,7 +162,16 @@ impl recorder::reader::Sink for Ahead<'_> {
     }
 }
 
-impl Ahead<'_> {
+impl<'x> Ahead<'x> {
+    fn new(a: &'x mut Analysis, t: &'x mut SizeTable) -> Self {
+        Ahead {
+            ring: [Event::default(); RING],
+            n: 0,
+            a,
+            t,
+        }
+    }
+
     /// Feeds the events still waiting.
     fn flush(&mut self) {
         for i in self.n.saturating_sub(AHEAD)..self.n {
@@ -174,39 +181,31 @@ impl Ahead<'_> {
     }
 }
 
-/// Feeds a chunk of events to the analysis. The live-table slot an event will touch is
-/// prefetched AHEAD events before its turn, so that it is in cache when it comes.
+/// Hands a chunk from the reader thread to the analysis through `ahead`, in a loop
+/// compiled for x86-64-v3 where the CPU has it (on one thread, [`Events::drive`] does this).
+///
+/// [`Events::drive`]: recorder::reader::Events::drive
 #[inline]
-fn analyse(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
+fn feed_chunk(ahead: &mut Ahead<'_>, c: &[Event]) {
     #[cfg(target_arch = "x86_64")]
     if recorder::cpu::has_v3() {
-        // SAFETY: the CPU has every feature analyse_v3 is compiled for.
-        return unsafe { analyse_v3(a, t, c) };
+        // SAFETY: the CPU has every feature feed_chunk_v3 is compiled for.
+        return unsafe { feed_chunk_v3(ahead, c) };
     }
-    analyse_with(a, t, c)
+    feed_chunk_with(ahead, c)
 }
 
-/// [`analyse`] compiled for x86-64-v3 (see [`recorder::cpu`]).
+/// [`feed_chunk`] compiled for x86-64-v3 (see [`recorder::cpu`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
-unsafe fn analyse_v3(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
-    analyse_with(a, t, c)
+unsafe fn feed_chunk_v3(ahead: &mut Ahead<'_>, c: &[Event]) {
+    feed_chunk_with(ahead, c)
 }
 
 #[inline(always)]
-fn analyse_with(a: &mut Analysis, t: &mut SizeTable, c: &[Event]) {
-    let (Some(first), Some(last)) = (c.first(), c.last()) else {
-        return;
-    };
-    a.span(first.ts_ns, last.ts_ns, c.len());
-    for e in c.iter().take(AHEAD) {
-        a.prefetch(e);
-    }
-    for i in 0..c.len() {
-        if let Some(e) = c.get(i + AHEAD) {
-            a.prefetch(e);
-        }
-        a.feed_counted(&c[i], t, &mut Alone);
+fn feed_chunk_with(ahead: &mut Ahead<'_>, c: &[Event]) {
+    for e in c {
+        ahead.take(e);
     }
 }
 
