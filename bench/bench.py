@@ -316,7 +316,7 @@ def full():
         cg_demo = instruction_counts(demo1, (10_000, 30_000), ("bare", "off", "rec"))
     clocks = clock_cost(500_000, 7)
     levels = zstd_levels(single, single.full // 2, (3, 9))
-    stats = stats_speed.measure(3, say)
+    stats = stats_speed.measure(5, say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,

@@ -5,7 +5,8 @@
 //! decompressed frame and a batch of decoded records each) plus the frame index, never by
 //! the number of events. The file must be seekable (frames of one thread are read where
 //! they lie). Frames are decompressed straight from a read-only mapping of the file, which
-//! is released behind the first frame still to be read (with pread where mapping fails).
+//! is released behind the first frame still to be read and populated a couple of MiB ahead
+//! of it (with pread where mapping fails).
 //!
 //! Speed: each stream is decoded a batch at a time in a tight loop (allocation records, nearly
 //! every record, through a fast path), and the streams are merged by a loser tree whose keys
