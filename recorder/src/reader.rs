@@ -111,40 +111,39 @@ impl Mapped {
     /// cache, and reading them again maps them again), so that the reader's resident memory
     /// does not grow with the log.
     fn release(&self, from: u64, to: u64) {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        let page = page_size();
         let (start, end) = (from / page * page, to.min(self.len as u64) / page * page);
-        if start < end {
-            // SAFETY: a range inside the mapping; MADV_DONTNEED on a private read-only file
-            // mapping only drops the process's page table entries.
-            unsafe {
-                libc::madvise(
-                    self.ptr.add(start as usize) as *mut libc::c_void,
-                    (end - start) as usize,
-                    libc::MADV_DONTNEED,
-                )
-            };
-        }
+        // MADV_DONTNEED on a private read-only file mapping only drops the process's page
+        // table entries.
+        self.advise(start, end, libc::MADV_DONTNEED);
     }
 
     /// Maps the pages of bytes `from..to` in one call (MADV_POPULATE_READ, Linux 5.14 and
     /// later; where it fails, the pages are faulted in as they are read, as before).
     fn populate(&self, from: u64, to: u64) {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-        let start = from / page * page;
-        let end = to.min(self.len as u64);
+        let start = from / page_size() * page_size();
+        self.advise(start, to.min(self.len as u64), libc::MADV_POPULATE_READ);
+    }
+
+    /// Gives the kernel `advice` on bytes `start..end` of the mapping (`start` on a page).
+    fn advise(&self, start: u64, end: u64, advice: libc::c_int) {
         if start < end {
-            // SAFETY: a range inside the mapping; the advice only maps the file's pages.
+            // SAFETY: a range inside the mapping (end <= len); the advice given here only
+            // drops or makes page table entries of a read-only file mapping.
             unsafe {
                 libc::madvise(
                     self.ptr.add(start as usize) as *mut libc::c_void,
                     (end - start) as usize,
-                    libc::MADV_POPULATE_READ,
+                    advice,
                 )
             };
         }
     }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64
 }
 
 /// How far ahead of the first frame still to be read the mapping is populated.
