@@ -62,29 +62,16 @@ impl Analysis {
         }
     }
 
-    /// One event: [`Analysis::span`] of it alone, then [`Analysis::feed_counted`].
+    /// One event, in time order.
     #[inline(always)]
     pub fn feed<F: Follow>(&mut self, e: &Event, t: &mut SizeTable, f: &mut F) {
-        self.span(e.ts_ns, e.ts_ns, 1);
-        self.feed_counted(e, t, f);
-    }
-
-    /// Counts `n` events about to be fed in order, from time `first` to `last`: the part of
-    /// the totals that a chunk of events updates once rather than per event.
-    #[inline(always)]
-    pub fn span(&mut self, first: u64, last: u64, n: usize) {
-        let tot = &mut self.totals;
-        tot.events += n as u64;
-        tot.last_ns = last;
-        if tot.first_ns.is_none() {
-            tot.first_ns = Some(first);
-        }
-    }
-
-    /// Feeds an event already counted by [`Analysis::span`].
-    #[inline(always)]
-    pub fn feed_counted<F: Follow>(&mut self, e: &Event, t: &mut SizeTable, f: &mut F) {
         let ts = e.ts_ns;
+        let tot = &mut self.totals;
+        tot.events += 1;
+        tot.last_ns = ts;
+        if tot.first_ns.is_none() {
+            tot.first_ns = Some(ts);
+        }
         self.totals.calls[e.op as usize] += 1;
         self.mem.tick(ts, self.heap.live_bytes, self.heap.blocks());
         f.tick(ts);
