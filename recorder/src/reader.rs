@@ -718,8 +718,9 @@ pub struct Events<'a> {
     waiting: HashMap<u32, Vec<usize>>,
     cursors: Vec<Cursor>,
     /// The tournament: `tree[0]` is the smallest key of all slots, `tree[n]` for n in
-    /// 1..cap the loser of the match at node n; slot s is leaf cap + s. Replaying a slot's
-    /// new key after it won costs log2(cap) comparisons and no unpredictable branch.
+    /// 1..cap the loser of the match at node n (its children are 2n and 2n + 1); slot s is
+    /// leaf cap + s. Replaying a slot's new key after it won costs about log2(cap)
+    /// comparisons and no unpredictable branch.
     tree: Vec<Key>,
     /// The current key of each slot (EMPTY for an unused one).
     leaves: Vec<Key>,
@@ -831,9 +832,12 @@ impl<'a> Events<'a> {
                     pos: 0,
                 });
                 let s = self.cursors.len() - 1;
+                // As many leaves as slots, a power of two or not: node n's children are
+                // 2n and 2n + 1 for any width, and 9 streams (8 threads and the
+                // process's) take 3 or 4 matches to replay rather than 4 in 16 leaves.
                 if s >= self.leaves.len() {
-                    self.leaves.resize(self.leaves.len() * 2, EMPTY);
-                    self.ahead.resize(self.leaves.len(), REFILL);
+                    self.leaves.resize(s + 1, EMPTY);
+                    self.ahead.resize(s + 1, REFILL);
                 }
                 s as u32
             }
