@@ -262,6 +262,15 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&lat["slowest"][0]["size"]), 500);
     assert_eq!(u(&lat["slowest"][0]["ts_ns"]), 1080);
     assert_eq!(lat["slowest"].as_array().unwrap().len(), 4);
+    assert!(lat["slowest"][0]["freed_bytes"].is_null());
+    // The realloc freed A (100 bytes) for 1000; the free of B, 200 bytes, asked for none.
+    assert_eq!(lat["slowest"][1]["op"], "realloc");
+    assert_eq!(u(&lat["slowest"][1]["size"]), 1000);
+    assert_eq!(u(&lat["slowest"][1]["freed_bytes"]), 100);
+    assert_eq!(lat["slowest"][2]["op"], "free");
+    assert_eq!(u(&lat["slowest"][2]["size"]), 0);
+    assert_eq!(u(&lat["slowest"][2]["freed_bytes"]), 200);
+    assert!(lat["slowest"][3]["freed_bytes"].is_null());
     let pm = &lat["per_op"]["posix_memalign"];
     assert!(
         u(&pm["max_ns"]).abs_diff(5_000_000) <= 5_000,

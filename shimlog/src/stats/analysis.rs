@@ -81,7 +81,10 @@ impl Analysis {
         }
         let th = self.threads.slot(e.stream, e.tid, ts);
         if let Some(ns) = e.backend_ns() {
-            self.lat.record(e, ns);
+            // The size of the block the call frees, asked (of the table, before the call
+            // below frees it) only for a call slow enough to be listed.
+            let heap = &self.heap;
+            self.lat.record(e, ns, || heap.size_at(Self::freed_ptr(e)?, t));
         }
         if op == Op::Free {
             if e.ptr == 0 {
@@ -185,6 +188,16 @@ impl Analysis {
             }
             Op::Untraced => self.totals.untraced += e.value(),
             _ => {}
+        }
+    }
+
+    /// The pointer `e` frees, by the rules of [`Analysis::feed`] (kept to them there inline).
+    fn freed_ptr(e: &Event) -> Option<u64> {
+        let resizes = e.op == Op::Realloc || e.op == Op::Reallocarray;
+        match e.op {
+            Op::Free if e.ptr != 0 => Some(e.ptr),
+            _ if resizes && e.old != 0 && (e.ptr != 0 || e.requested() == 0) => Some(e.old),
+            _ => None,
         }
     }
 

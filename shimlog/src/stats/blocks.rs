@@ -322,6 +322,13 @@ impl BlockTable {
         None
     }
 
+    /// The block at `key`, if live.
+    pub fn get(&self, key: u64) -> Option<&Block> {
+        let (pos, tag) = self.hash(key);
+        let i = self.probe(key, pos, tag).ok()?;
+        Some(&self.slot(i).b)
+    }
+
     /// Removes and returns the block at `key`.
     #[inline(always)]
     pub fn remove(&mut self, key: u64) -> Option<Block> {

@@ -80,6 +80,11 @@ impl Heap {
         }
     }
 
+    /// The size of the block live at `ptr`, if any.
+    pub fn size_at(&self, ptr: u64, sizes: &SizeTable) -> Option<u64> {
+        self.live.get(ptr).map(|b| sizes.size(b.size_id))
+    }
+
     /// Starts loading what an event on `ptr` will touch (see [`BlockTable::prefetch`]).
     #[inline(always)]
     pub fn prefetch(&self, ptr: u64) {

@@ -43,15 +43,17 @@ impl Latency {
     }
 
     #[inline(always)]
-    pub fn record(&mut self, e: &Event, ns: u64) {
+    /// `e` took `ns` inside the backend; `freed` tells the size of the block it frees (free,
+    /// or realloc of a live block), asked only when the call is among the slowest.
+    pub fn record(&mut self, e: &Event, ns: u64, freed: impl FnOnce() -> Option<u64>) {
         self.per_op[e.op as usize - 1].record(ns);
         if ns > self.floor || self.slowest.len() < SLOWEST {
-            self.slow(e, ns);
+            self.slow(e, ns, freed());
         }
     }
 
     #[cold]
-    fn slow(&mut self, e: &Event, ns: u64) {
+    fn slow(&mut self, e: &Event, ns: u64, freed: Option<u64>) {
         let c = SlowCall {
             backend_ns: ns,
             ts_ns: e.ts_ns,
@@ -59,6 +61,7 @@ impl Latency {
             tid: e.tid,
             op: e.op.name(),
             size: e.requested(),
+            freed_bytes: freed,
         };
         self.insert(c);
     }
@@ -124,6 +127,9 @@ pub struct SlowCall {
     pub op: &'static str,
     /// Bytes requested (0 for free).
     pub size: u64,
+    /// The size of the block the call freed (free, or realloc of a live block); null when
+    /// it freed none or the block's allocation is not in the log.
+    pub freed_bytes: Option<u64>,
 }
 
 #[derive(Serialize, Clone, Debug)]

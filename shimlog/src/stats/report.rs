@@ -441,7 +441,7 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     writeln!(w, "   slowest calls ({} in --json):", l.slowest.len())?;
-    let mut tb = Table::new(&["op", "inside", "at", "tid", "size"]);
+    let mut tb = Table::new(&["op", "inside", "at", "tid", "size", "freed"]);
     for c in l.slowest.iter().take(ROWS) {
         let tid = if s.processes > 1 {
             format!("{}/{}", c.pid, c.tid)
@@ -453,7 +453,8 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             ns(c.backend_ns),
             at(c.ts_ns),
             tid,
-            bytes(c.size),
+            if c.op == "free" { "-".into() } else { bytes(c.size) },
+            c.freed_bytes.map_or("-".into(), bytes),
         ]);
     }
     tb.write(w)
