@@ -102,7 +102,7 @@ impl Analysis {
         self.sizes.request(sid, req);
         let ok = e.ptr != 0;
         let resizes = op == Op::Realloc || op == Op::Reallocarray;
-        if resizes && e.old != 0 && (ok || req == 0) {
+        if Self::frees_old(e, ok, req) {
             self.release(e.old, th, ts, t, f);
         }
         if ok {
@@ -191,13 +191,18 @@ impl Analysis {
         }
     }
 
-    /// The pointer `e` frees, by the rules of [`Analysis::feed`] (kept to them there inline).
+    /// Whether a resizing call `e` frees its old block: `ok`, it returned a block; `req`,
+    /// the size it asked for (a zero size frees the block and returns NULL).
+    #[inline(always)]
+    fn frees_old(e: &Event, ok: bool, req: u64) -> bool {
+        (e.op == Op::Realloc || e.op == Op::Reallocarray) && e.old != 0 && (ok || req == 0)
+    }
+
+    /// The pointer `e` frees, if any.
     fn freed_ptr(e: &Event) -> Option<u64> {
-        let resizes = e.op == Op::Realloc || e.op == Op::Reallocarray;
         match e.op {
-            Op::Free if e.ptr != 0 => Some(e.ptr),
-            _ if resizes && e.old != 0 && (e.ptr != 0 || e.requested() == 0) => Some(e.old),
-            _ => None,
+            Op::Free => (e.ptr != 0).then_some(e.ptr),
+            _ => Self::frees_old(e, e.ptr != 0, e.requested()).then_some(e.old),
         }
     }
 

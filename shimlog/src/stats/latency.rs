@@ -42,9 +42,9 @@ impl Latency {
         }
     }
 
-    #[inline(always)]
     /// `e` took `ns` inside the backend; `freed` tells the size of the block it frees (free,
     /// or realloc of a live block), asked only when the call is among the slowest.
+    #[inline(always)]
     pub fn record(&mut self, e: &Event, ns: u64, freed: impl FnOnce() -> Option<u64>) {
         self.per_op[e.op as usize - 1].record(ns);
         if ns > self.floor || self.slowest.len() < SLOWEST {
