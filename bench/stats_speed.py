@@ -2,12 +2,15 @@
 numbers: at least 20 M events per second on one core; well under 1 GB for hundreds of
 millions of events).
 
-Two logs: a synthetic one of STATS_EVENTS events (default 100 M) written by the genlog
-example (8 threads interleaved in time, about 100 000 blocks live, frees of random live
-blocks so most are cross-thread), and a real capture of the demo workload (4 threads x
-DEMO_ITERS iterations, default 14 100 000: about 100 M events). Each is analysed `rounds` times with --one-thread
-(its rate per CPU second is the rate on one core) and `rounds` times the default way (the
-reader on a second thread: the rate per wall second on this machine), alternated."""
+Logs of STATS_EVENTS events each (default 100 M): synthetic ones written by the genlog example
+(8 threads interleaved in time, about 100 000 blocks live, frees of random live blocks so
+most are cross-thread); the same with 64 threads (a large server's thread count: the merge
+has 8 times the streams); the same 8 threads with frames compressed at zstd level -1, as
+SHIM_ZSTD_LEVEL=-1 writes them (no Huffman coding: larger logs, cheaper to decompress); and a
+real capture of the demo workload (4 threads x DEMO_ITERS iterations, default 14 100 000:
+about 100 M events). Each is analysed `rounds` times with --one-thread (its rate per CPU
+second is the rate on one core) and `rounds` times the default way (the reader on a second
+thread: the rate per wall second on this machine), alternated."""
 import glob
 import json
 import os
@@ -33,10 +36,14 @@ def _logs(events, say):
     for f in glob.glob(os.path.join(DIR, "*.shimlog")):
         os.remove(f)
     out = []
-    syn = os.path.join(DIR, "synthetic.shimlog")
-    argv = [GENLOG, syn, str(events)]
-    subprocess.run(argv, check=True, capture_output=True, timeout=600)
-    out.append({"name": "synthetic", "log": syn, "made_by": shown(argv, {})})
+    # (name, file, genlog's THREADS LIVE LEVEL)
+    for name, stem, extra in (("synthetic", "synthetic", []),
+                              ("synthetic, 64 threads", "synthetic-64", ["64"]),
+                              ("synthetic, zstd -1", "synthetic-z-1", ["8", "100000", "-1"])):
+        syn = os.path.join(DIR, stem + ".shimlog")
+        argv = [GENLOG, syn, str(events)] + extra
+        subprocess.run(argv, check=True, capture_output=True, timeout=600)
+        out.append({"name": name, "log": syn, "made_by": shown(argv, {})})
     env = clean_env()
     env["SHIM_LOG"] = os.path.join(DIR, "demo.%p.shimlog")
     argv = [os.path.join(BIN, "demo"), "4", os.environ.get("DEMO_ITERS", "14100000")]
@@ -89,24 +96,38 @@ def measure(rounds, say, events=None):
         return {"skipped": f"{os.path.relpath(GENLOG, ROOT)} is missing (bench/run.sh builds it)"}
     events = events or int(os.environ.get("STATS_EVENTS", "100000000"))
     logs = _logs(events, say)
+    # Round by round over every log, so that the logs are compared side by side (the
+    # machine's neighbours change its speed from minute to minute); in each, --one-thread
+    # (the rate on one core), then the default (the reader on a second thread: the
+    # wall-clock rate on this machine).
     for x in logs:
-        # Alternated: --one-thread (the rate on one core), then the default (the reader on a
-        # second thread: the wall-clock rate on this machine).
-        runs = {"one": [], "two": []}
-        for i in range(rounds):
+        x["runs"] = {"one": [], "two": []}
+    for i in range(rounds):
+        for x in logs:
             for mode, extra in (("one", ["--one-thread"]), ("two", [])):
                 m = runner.run([SHIMLOG, "stats"] + extra + [x["log"]], clean_env(),
                                os.path.join(OUT, "last-output.txt"))
                 if m["rc"] != 0:
-                    runs[mode].append({"ok": False, "rc": m["rc"]})
+                    x["runs"][mode].append({"ok": False, "rc": m["rc"]})
                     continue
-                runs[mode].append({"ok": True, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"],
-                                   "maxrss_kb": m["maxrss_kb"]})
-        x["runs"] = runs
+                x["runs"][mode].append({"ok": True, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"],
+                                        "maxrss_kb": m["maxrss_kb"]})
+    base = logs[0]
+    for x in logs:
         rel = os.path.relpath(x["log"], ROOT)
         x["command"] = f"/usr/bin/time -v target/release/shimlog stats --one-thread {rel}"
         x["command_two"] = f"/usr/bin/time -v target/release/shimlog stats {rel}"
         for mode in ("one", "two"):
-            _record(x, mode, _summary(runs[mode]), say)
+            _record(x, mode, _summary(x["runs"][mode]), say)
+        # One-thread rate against the first log's in the same round: the median of the
+        # rounds' ratios.
+        pairs = [(a, b) for a, b in zip(x["runs"]["one"], base["runs"]["one"])
+                 if a["ok"] and b["ok"]]
+        if x is not base and pairs and x["events"] and base["events"]:
+            r = sorted((x["events"] / a["cpu_s"]) / (base["events"] / b["cpu_s"]) for a, b in pairs)
+            x["rate_vs_first"] = r[len(r) // 2]
+            say(f"stats speed: {x['name']}: {x['rate_vs_first']:.2f}x the {base['name']} log's "
+                "rate on one thread (median of the rounds' ratios)")
+    for x in logs:
         os.remove(x["log"])
     return {"rounds": rounds, "logs": logs}

@@ -1,12 +1,13 @@
 //! Writes a large synthetic shim log, for measuring `shimlog stats` on logs of any size.
 //!
-//!     cargo run --release --example genlog -- OUT.shimlog EVENTS [THREADS] [LIVE]
+//!     cargo run --release --example genlog -- OUT.shimlog EVENTS [THREADS] [LIVE] [LEVEL]
 //!
 //! THREADS threads (default 8) interleave in time; each call is a malloc (sizes from a skewed
 //! mix), calloc, realloc, aligned allocation or a free of a random live block (so many frees
 //! are cross-thread). The live set hovers around LIVE blocks (default 100000), freed
 //! addresses are reused, 1 call in 16 carries a backend time, and the process stream gets an
-//! RSS record every simulated 100 ms. Deterministic for given arguments.
+//! RSS record every simulated 100 ms. LEVEL is the zstd level of its frames (default 1, the
+//! shim's; -1 to -7 as SHIM_ZSTD_LEVEL=-N would write them). Deterministic for given arguments.
 use recorder::buffer::{Args, Buf};
 use recorder::format::{self, Header};
 use recorder::writer::{create_log, LogWriter};
@@ -42,7 +43,7 @@ fn push(w: &mut LogWriter, s: &mut Stream, op: Op, t: u64, a: &Args, bt: Option<
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     if argv.len() < 3 {
-        eprintln!("usage: genlog OUT.shimlog EVENTS [THREADS] [LIVE]");
+        eprintln!("usage: genlog OUT.shimlog EVENTS [THREADS] [LIVE] [LEVEL]");
         std::process::exit(2);
     }
     let out = &argv[1];
@@ -53,8 +54,11 @@ fn main() {
     let target_live: usize = argv
         .get(4)
         .map_or(100_000, |s| s.parse().expect("LIVE is a number"));
+    let level: i32 = argv
+        .get(5)
+        .map_or(1, |s| s.parse().expect("LEVEL is a zstd level"));
     let (fd, path) = create_log(out).expect("create log");
-    let mut w = LogWriter::new(fd, 1).expect("zstd");
+    let mut w = LogWriter::new(fd, level).expect("zstd");
     let h = Header {
         format_version: format::VERSION,
         pid: 4242,
