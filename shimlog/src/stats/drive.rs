@@ -102,7 +102,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
             ev
         });
         let mut n: u64 = 0;
-        let mut ahead = Ahead::new(a, t);
+        let mut ahead = Ahead::new(One { a: &mut *a, t });
         for (chunk, len, bytes) in full_rx {
             feed_chunk(&mut ahead, &chunk[..len]);
             let _ = empty_tx.send(chunk);
@@ -124,7 +124,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
 fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
     let mut ev = r.events();
     let mut n: u64 = 0;
-    let mut ahead = Ahead::new(a, t);
+    let mut ahead = Ahead::new(One { a: &mut *a, t });
     loop {
         let got = ev.drive(PROGRESS_EVERY as usize, &mut ahead);
         n += got as u64;
@@ -138,46 +138,107 @@ fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) 
     read_report(r, &ev)
 }
 
-/// The last events handed over, so that each is fed to the analysis AHEAD events after
-/// its live-table slots were prefetched.
-struct Ahead<'x> {
-    ring: [Event; RING],
-    n: usize,
+/// What [`Ahead`] feeds: one log's analysis, or several logs' with the total's tracker.
+/// `From` says which log an event came from (nothing for one log).
+trait Target {
+    type From: Copy + Default;
+    /// Starts loading what `e` will touch.
+    fn prefetch(&self, from: Self::From, e: &Event);
+    fn feed(&mut self, from: Self::From, e: &Event);
+}
+
+/// One log on its own.
+struct One<'x> {
     a: &'x mut Analysis,
     t: &'x mut SizeTable,
+}
+
+impl Target for One<'_> {
+    type From = ();
+    #[inline(always)]
+    fn prefetch(&self, _: (), e: &Event) {
+        self.a.prefetch(e);
+    }
+    #[inline(always)]
+    fn feed(&mut self, _: (), e: &Event) {
+        self.a.feed(e, self.t, &mut Alone);
+    }
+}
+
+/// Several logs read together: each event goes to its log's analysis, and the tracker
+/// follows the total (on the total's clock: log i's time 0 is at `offsets[i]`).
+struct Many<'x> {
+    an: &'x mut [Analysis],
+    t: &'x mut SizeTable,
+    tr: &'x mut Tracker,
+    offsets: &'x [u64],
+}
+
+impl Target for Many<'_> {
+    type From = u32;
+    #[inline(always)]
+    fn prefetch(&self, from: u32, e: &Event) {
+        self.an[from as usize].prefetch(e);
+    }
+    #[inline(always)]
+    fn feed(&mut self, from: u32, e: &Event) {
+        let i = from as usize;
+        self.tr.cur = i;
+        self.tr.offset = self.offsets[i];
+        self.an[i].feed(e, self.t, self.tr);
+    }
+}
+
+/// The last events handed over, so that each is fed AHEAD events after its live-table
+/// slots were prefetched (without it, every event waited for its table lines: several
+/// logs read together, before they went through here too, took 4 times as long).
+struct Ahead<T: Target> {
+    ring: [Event; RING],
+    from: [T::From; RING],
+    n: usize,
+    target: T,
 }
 
 const RING: usize = 16;
 const _: () = assert!(RING.is_power_of_two() && AHEAD < RING);
 
-impl Sink for Ahead<'_> {
-    #[inline(always)]
-    fn take(&mut self, e: &Event) {
-        self.ring[self.n & (RING - 1)] = *e;
-        self.a.prefetch(e);
-        if self.n >= AHEAD {
-            self.a.feed(&self.ring[(self.n - AHEAD) & (RING - 1)], self.t, &mut Alone);
-        }
-        self.n += 1;
-    }
-}
-
-impl<'x> Ahead<'x> {
-    fn new(a: &'x mut Analysis, t: &'x mut SizeTable) -> Self {
+impl<T: Target> Ahead<T> {
+    fn new(target: T) -> Self {
         Ahead {
             ring: [Event::default(); RING],
+            from: [T::From::default(); RING],
             n: 0,
-            a,
-            t,
+            target,
         }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, from: T::From, e: &Event) {
+        let k = self.n & (RING - 1);
+        self.ring[k] = *e;
+        self.from[k] = from;
+        self.target.prefetch(from, e);
+        if self.n >= AHEAD {
+            let k = (self.n - AHEAD) & (RING - 1);
+            self.target.feed(self.from[k], &self.ring[k]);
+        }
+        self.n += 1;
     }
 
     /// Feeds the events still waiting.
     fn flush(&mut self) {
         for i in self.n.saturating_sub(AHEAD)..self.n {
-            self.a.feed(&self.ring[i & (RING - 1)], self.t, &mut Alone);
+            let k = i & (RING - 1);
+            self.target.feed(self.from[k], &self.ring[k]);
         }
         self.n = 0;
+    }
+}
+
+impl Sink for Ahead<One<'_>> {
+    #[inline(always)]
+    fn take(&mut self, e: &Event) {
+        self.push((), e);
     }
 }
 
@@ -186,7 +247,7 @@ impl<'x> Ahead<'x> {
 ///
 /// [`Events::drive`]: recorder::reader::Events::drive
 #[inline]
-fn feed_chunk(ahead: &mut Ahead<'_>, c: &[Event]) {
+fn feed_chunk(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
     #[cfg(target_arch = "x86_64")]
     if recorder::cpu::has_v3() {
         // SAFETY: the CPU has every feature feed_chunk_v3 is compiled for.
@@ -198,12 +259,12 @@ fn feed_chunk(ahead: &mut Ahead<'_>, c: &[Event]) {
 /// [`feed_chunk`] compiled for x86-64-v3 (see [`recorder::cpu`]).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
-unsafe fn feed_chunk_v3(ahead: &mut Ahead<'_>, c: &[Event]) {
+unsafe fn feed_chunk_v3(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
     feed_chunk_with(ahead, c)
 }
 
 #[inline(always)]
-fn feed_chunk_with(ahead: &mut Ahead<'_>, c: &[Event]) {
+fn feed_chunk_with(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
     for e in c {
         ahead.take(e);
     }
@@ -227,11 +288,10 @@ pub fn many(
         .filter_map(|(i, e)| e.as_ref().map(|e| Reverse((e.ts_ns + offsets[i], i))))
         .collect();
     let mut n: u64 = 0;
+    let mut ahead = Ahead::new(Many { an: &mut *an, t, tr: &mut *tr, offsets });
     while let Some(Reverse((_, i))) = order.pop() {
         let e = next[i].take().expect("queued event");
-        tr.cur = i;
-        tr.offset = offsets[i];
-        an[i].feed(&e, t, tr);
+        ahead.push(i as u32, &e);
         next[i] = evs[i].next();
         if let Some(e) = &next[i] {
             order.push(Reverse((e.ts_ns + offsets[i], i)));
@@ -241,6 +301,7 @@ pub fn many(
             p.set(evs.iter().map(|e| e.bytes_read).sum(), n);
         }
     }
+    ahead.flush();
     for a in an.iter_mut() {
         a.finish();
     }
