@@ -8,7 +8,8 @@ most are cross-thread); the same with 64 threads (a large server's thread count:
 has 8 times the streams); the same 8 threads with frames compressed at zstd level -1, as
 SHIM_ZSTD_LEVEL=-1 writes them (no Huffman coding: larger logs, cheaper to decompress); and a
 real capture of the demo workload (4 threads x DEMO_ITERS iterations, default 14 100 000:
-about 100 M events). Each is analysed `rounds` times with --one-thread (its rate per CPU
+about 100 M events); and the first synthetic log and the demo capture read together, as a
+parent's and its children's logs are (a section each and their total). Each is analysed `rounds` times with --one-thread (its rate per CPU
 second is the rate on one core) and `rounds` times the default way (the reader on a second
 thread: the rate per wall second on this machine), alternated."""
 import glob
@@ -23,9 +24,9 @@ GENLOG = os.path.join(ROOT, "target", "release", "examples", "genlog")
 DIR = os.path.join(OUT, "stats")
 
 
-def _events(log):
-    """The events shimlog stats counts in the log (from its --json report)."""
-    p = subprocess.run([SHIMLOG, "stats", "--json", log], capture_output=True, timeout=600)
+def _events(logs):
+    """The events shimlog stats counts in the logs (from its --json report: their total)."""
+    p = subprocess.run([SHIMLOG, "stats", "--json"] + logs, capture_output=True, timeout=600)
     if p.returncode != 0:
         return None
     return json.loads(p.stdout).get("events")
@@ -43,7 +44,7 @@ def _logs(events, say):
         syn = os.path.join(DIR, stem + ".shimlog")
         argv = [GENLOG, syn, str(events)] + extra
         subprocess.run(argv, check=True, capture_output=True, timeout=600)
-        out.append({"name": name, "log": syn, "made_by": shown(argv, {})})
+        out.append({"name": name, "logs": [syn], "made_by": shown(argv, {})})
     env = clean_env()
     env["SHIM_LOG"] = os.path.join(DIR, "demo.%p.shimlog")
     argv = [os.path.join(BIN, "demo"), "4", os.environ.get("DEMO_ITERS", "14100000")]
@@ -51,11 +52,16 @@ def _logs(events, say):
                    env=dict(env, LD_PRELOAD=SHIM))
     demo = glob.glob(os.path.join(DIR, "demo.*.shimlog"))
     if demo:
-        out.append({"name": "demo capture", "log": demo[0],
+        out.append({"name": "demo capture", "logs": [demo[0]],
                     "made_by": shown(argv, {"LD_PRELOAD": SHIM, "SHIM_LOG": env["SHIM_LOG"]})})
+    if demo:
+        # Several logs read together (as a parent's and its children's are): a section each
+        # and their total, one merge of both logs' events.
+        out.append({"name": "synthetic and demo capture together",
+                    "logs": out[0]["logs"] + out[-1]["logs"], "made_by": "the two logs above"})
     for x in out:
-        x["file_bytes"] = os.path.getsize(x["log"])
-        x["events"] = _events(x["log"])
+        x["file_bytes"] = sum(os.path.getsize(f) for f in x["logs"])
+        x["events"] = _events(x["logs"])
         say(f"stats speed: {x['name']} log, {x['events']} events, {x['file_bytes'] / 2**20:.0f} MiB")
     return out
 
@@ -105,7 +111,7 @@ def measure(rounds, say, events=None):
     for i in range(rounds):
         for x in logs:
             for mode, extra in (("one", ["--one-thread"]), ("two", [])):
-                m = runner.run([SHIMLOG, "stats"] + extra + [x["log"]], clean_env(),
+                m = runner.run([SHIMLOG, "stats"] + extra + x["logs"], clean_env(),
                                os.path.join(OUT, "last-output.txt"))
                 if m["rc"] != 0:
                     x["runs"][mode].append({"ok": False, "rc": m["rc"]})
@@ -114,7 +120,7 @@ def measure(rounds, say, events=None):
                                         "maxrss_kb": m["maxrss_kb"]})
     base = logs[0]
     for x in logs:
-        rel = os.path.relpath(x["log"], ROOT)
+        rel = " ".join(os.path.relpath(f, ROOT) for f in x["logs"])
         x["command"] = f"/usr/bin/time -v target/release/shimlog stats --one-thread {rel}"
         x["command_two"] = f"/usr/bin/time -v target/release/shimlog stats {rel}"
         for mode in ("one", "two"):
@@ -128,6 +134,6 @@ def measure(rounds, say, events=None):
             x["rate_vs_first"] = r[len(r) // 2]
             say(f"stats speed: {x['name']}: {x['rate_vs_first']:.2f}x the {base['name']} log's "
                 "rate on one thread (median of the rounds' ratios)")
-    for x in logs:
-        os.remove(x["log"])
+    for f in {f for x in logs for f in x["logs"]}:
+        os.remove(f)
     return {"rounds": rounds, "logs": logs}

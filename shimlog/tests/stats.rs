@@ -679,40 +679,73 @@ fn xorshift(x: &mut u64) {
     *x ^= *x << 17;
 }
 
-/// Reading on a second thread (the default with two CPUs) and on one give the same report,
-/// on a log of several interleaved threads, many frames and many chunks of events.
-#[test]
-fn one_thread_and_two_give_the_same_report() {
-    let tids = [31u32, 32, 33, 34];
-    let mut l = four_threads("threads", 21, tids);
-    // Each thread allocates; the next one frees what it made a while ago (cross-thread).
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut live: Vec<(u64, u32)> = Vec::new();
+/// A log of four threads, each allocating, the next one freeing what one made a while ago
+/// (cross-thread): 60,000 calls from time `t0` ns, every 7 ns. Also what each call did to
+/// the live bytes, with its time.
+fn interleaved(name: &str, pid: u32, tids: [u32; 4], seed: u64, t0: u64) -> (String, Vec<(u64, i64)>) {
+    let mut l = four_threads(name, pid, tids);
+    let mut x = seed;
+    let mut live: Vec<(u64, u64)> = Vec::new();
+    let mut did = Vec::new();
     for i in 0..60_000u64 {
         xorshift(&mut x);
         let t = tids[(x % 4) as usize];
-        let ts = 1000 + i * 7;
+        let ts = t0 + i * 7;
         if live.len() > 500 && x.is_multiple_of(3) {
-            let (p, _) = live.swap_remove((x as usize / 3) % live.len());
+            let (p, size) = live.swap_remove((x as usize / 3) % live.len());
             l.free(t, ts, p);
+            did.push((ts, -(size as i64)));
         } else {
-            let p = 0x7f00_0000_0000 + i * 48;
-            l.malloc(t, ts, 16 + x % 2000, p);
-            live.push((p, t));
+            let (p, size) = (0x7f00_0000_0000 + i * 48, 16 + x % 2000);
+            l.malloc(t, ts, size, p);
+            live.push((p, size));
+            did.push((ts, size as i64));
         }
     }
-    let log = l.finish(true);
-    let two = shimlog(&["stats", "--json", &log]);
-    let one = shimlog(&["stats", "--json", "--one-thread", &log]);
+    (l.finish(true), did)
+}
+
+/// `stats --json ARGS` read on a second thread (the default with two CPUs) and on one.
+fn both_ways(logs: &[&str]) -> (Value, Value) {
+    let two = shimlog(&[&["stats", "--json"], logs].concat());
+    let one = shimlog(&[&["stats", "--json", "--one-thread"], logs].concat());
     assert!(two.status.success() && one.status.success());
-    let (a, b): (Value, Value) = (
+    (
         serde_json::from_slice(&two.stdout).unwrap(),
         serde_json::from_slice(&one.stdout).unwrap(),
-    );
+    )
+}
+
+/// Reading on a second thread and on one give the same report, on a log of several
+/// interleaved threads, many frames and many chunks of events, and on two such logs read
+/// together (the merge of the logs then runs on the reading thread too). The total's peak
+/// of live bytes, a moment of both processes at once, is the one their calls in time order
+/// give: the logs' calls alternate 3 and 4 ns apart, so any slip in the merge shows.
+#[test]
+fn one_thread_and_two_give_the_same_report() {
+    let (log, did) = interleaved("threads", 21, [31, 32, 33, 34], 0x2545_f491_4f6c_dd1d, 1000);
+    let (a, b) = both_ways(&[&log]);
     // The calls, a start and an exit per thread, the end record.
     assert_eq!(u(&a["events"]), 60_000 + 2 * 4 + 1);
     assert!(u(&a["cross_thread_frees"]["count"]) > 1000);
     assert!(a == b, "the reports differ");
+
+    let (other, did2) = interleaved("threads2", 22, [41, 42, 43, 44], 0x9e37_79b9_7f4a_7c15, 1003);
+    let (a, b) = both_ways(&[&log, &other]);
+    assert_eq!(u(&a["processes"]), 2);
+    assert_eq!(u(&a["events"]), 2 * (60_000 + 2 * 4 + 1));
+    assert!(a == b, "the reports of the two logs together differ");
+    let mut all = [did, did2].concat();
+    all.sort();
+    let (mut live, mut peak, mut at) = (0i64, 0i64, 0u64);
+    for (ts, d) in all {
+        live += d;
+        if live > peak {
+            (peak, at) = (live, ts);
+        }
+    }
+    assert_eq!(u(&a["peak_live_bytes"]), peak as u64);
+    assert_eq!(u(&a["peak_live_at_ns"]), at);
 }
 
 /// Peak resident memory (KiB) of `shimlog ARGS...`, which must succeed.

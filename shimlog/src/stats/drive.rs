@@ -270,8 +270,90 @@ fn feed_chunk_with(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
     }
 }
 
+/// Several logs' events in one time order, on the total's clock (log i's time 0 lies at
+/// `offsets[i]`), with the log each came from. Each log's events are taken a chunk at a
+/// time into a buffer of its own, and handed out from there.
+struct Merged<'r> {
+    evs: Vec<recorder::reader::Events<'r>>,
+    bufs: Vec<Vec<Event>>,
+    pos: Vec<usize>,
+    len: Vec<usize>,
+    /// Each log's next event by (time on the total's clock, log): the top is the next one.
+    order: BinaryHeap<Reverse<(u64, usize)>>,
+    offsets: &'r [u64],
+    /// The log of the event handed out last, not yet moved past.
+    cur: Option<usize>,
+    /// The smallest entry of the other logs while `cur` runs.
+    bound: (u64, usize),
+}
+
+/// No entry: after every real one (a log number is never usize::MAX).
+const NONE: (u64, usize) = (u64::MAX, usize::MAX);
+
+/// Events a log's buffer takes at a time.
+const MERGE_CHUNK: usize = 256;
+
+impl<'r> Merged<'r> {
+    fn new(rs: &'r [LogReader], offsets: &'r [u64]) -> Self {
+        let mut m = Merged {
+            evs: rs.iter().map(|r| r.events()).collect(),
+            bufs: vec![vec![Event::default(); MERGE_CHUNK]; rs.len()],
+            pos: vec![0; rs.len()],
+            len: vec![0; rs.len()],
+            order: BinaryHeap::new(),
+            offsets,
+            cur: None,
+            bound: NONE,
+        };
+        for (i, off) in offsets.iter().enumerate() {
+            m.len[i] = m.evs[i].fill(&mut m.bufs[i]);
+            if m.len[i] > 0 {
+                m.order.push(Reverse((m.bufs[i][0].ts_ns + off, i)));
+            }
+        }
+        m
+    }
+
+    #[inline]
+    fn next(&mut self) -> Option<(u32, &Event)> {
+        if let Some(i) = self.cur.take() {
+            self.pos[i] += 1;
+            if self.pos[i] == self.len[i] {
+                self.len[i] = self.evs[i].fill(&mut self.bufs[i]);
+                self.pos[i] = 0;
+            }
+            let has = self.pos[i] < self.len[i];
+            let k = if has { (self.bufs[i][self.pos[i]].ts_ns + self.offsets[i], i) } else { NONE };
+            // Still before every other log's next event: out at once (a process's run of
+            // calls between two of another's), the heap left as it is until the run ends.
+            if has && k < self.bound {
+                self.cur = Some(i);
+                return Some((i as u32, &self.bufs[i][self.pos[i]]));
+            }
+            // Its entry is still the heap's top: replaced by its next event's, or removed.
+            let mut top = self.order.peek_mut().expect("the last log's entry");
+            if has {
+                *top = Reverse(k);
+            } else {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
+        }
+        let &Reverse((_, i)) = self.order.peek()?;
+        // The second in the heap (a child of the top): where this log's run ends.
+        let h = self.order.as_slice();
+        self.bound = h[1..h.len().min(3)].iter().map(|r| r.0).min().unwrap_or(NONE);
+        self.cur = Some(i);
+        Some((i as u32, &self.bufs[i][self.pos[i]]))
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.evs.iter().map(|e| e.bytes_read).sum()
+    }
+}
+
 /// Several logs read together in one time order. `offsets[i]`: where log i's time 0 lies on
-/// the total's clock.
+/// the total's clock. With `two` and a second CPU, as for one log, the reading (and the
+/// merge of the logs) runs on a thread of its own a few chunks ahead of the analysis.
 pub fn many(
     rs: &[LogReader],
     offsets: &[u64],
@@ -279,35 +361,65 @@ pub fn many(
     t: &mut SizeTable,
     tr: &mut Tracker,
     p: &Progress,
+    two: bool,
 ) -> Vec<ReadReport> {
-    let mut evs: Vec<_> = rs.iter().map(|r| r.events()).collect();
-    let mut next: Vec<Option<Event>> = evs.iter_mut().map(|e| e.next()).collect();
-    let mut order: BinaryHeap<Reverse<(u64, usize)>> = next
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| e.as_ref().map(|e| Reverse((e.ts_ns + offsets[i], i))))
-        .collect();
-    let mut n: u64 = 0;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut ahead = Ahead::new(Many { an: &mut *an, t, tr: &mut *tr, offsets });
-    while let Some(Reverse((_, i))) = order.pop() {
-        let e = next[i].take().expect("queued event");
-        ahead.push(i as u32, &e);
-        next[i] = evs[i].next();
-        if let Some(e) = &next[i] {
-            order.push(Reverse((e.ts_ns + offsets[i], i)));
+    let mut m = Merged::new(rs, offsets);
+    let mut n: u64 = 0;
+    let m = if two && cpus >= 2 {
+        std::thread::scope(|s| {
+            // As in `one`: full chunks (events and the log of each) one way, empty ones back.
+            type Chunk = (Vec<Event>, Vec<u32>);
+            let (full_tx, full_rx) = sync_channel::<(Chunk, usize, u64)>(IN_FLIGHT);
+            let (empty_tx, empty_rx) = sync_channel::<Chunk>(IN_FLIGHT + 1);
+            for _ in 0..IN_FLIGHT {
+                let _ = empty_tx.send((vec![Event::default(); PIPE_CHUNK], vec![0; PIPE_CHUNK]));
+            }
+            let reader = s.spawn(move || {
+                while let Ok((mut evs, mut from)) = empty_rx.recv() {
+                    let mut len = 0;
+                    while len < PIPE_CHUNK {
+                        let Some((i, e)) = m.next() else { break };
+                        (evs[len], from[len]) = (*e, i);
+                        len += 1;
+                    }
+                    if len == 0 || full_tx.send(((evs, from), len, m.bytes_read())).is_err() {
+                        break;
+                    }
+                }
+                m
+            });
+            for ((evs, from), len, bytes) in full_rx {
+                for (e, &i) in evs[..len].iter().zip(&from[..len]) {
+                    ahead.push(i, e);
+                }
+                let _ = empty_tx.send((evs, from));
+                n += len as u64;
+                if n % PROGRESS_EVERY < len as u64 {
+                    p.set(bytes, n);
+                }
+            }
+            drop(empty_tx);
+            reader.join().expect("reader thread")
+        })
+    } else {
+        while let Some((i, e)) = m.next() {
+            ahead.push(i, e);
+            n += 1;
+            if n.is_multiple_of(PROGRESS_EVERY) {
+                p.set(m.bytes_read(), n);
+            }
         }
-        n += 1;
-        if n.is_multiple_of(PROGRESS_EVERY) {
-            p.set(evs.iter().map(|e| e.bytes_read).sum(), n);
-        }
-    }
+        m
+    };
     ahead.flush();
     for a in an.iter_mut() {
         a.finish();
     }
     tr.finish();
     rs.iter()
-        .zip(&evs)
+        .zip(&m.evs)
         .map(|(r, e)| read_report(r, e))
         .collect()
 }

@@ -46,8 +46,8 @@ pub struct Args {
     /// in between.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
-    /// Read and analyse on one thread. By default a single log is read (decompressed,
-    /// decoded, its threads merged) on a second thread, when there is a second CPU.
+    /// Read and analyse on one thread. By default the logs are read (decompressed, decoded,
+    /// their threads merged) on a second thread, when there is a second CPU.
     #[arg(long)]
     pub one_thread: bool,
 }
@@ -95,6 +95,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             &mut table,
             &mut tracker,
             &progress,
+            !a.one_thread,
         );
         progress.done();
         for (i, read) in reads.into_iter().enumerate() {
