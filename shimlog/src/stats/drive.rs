@@ -84,38 +84,60 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
     if !two || cpus < 2 {
         return one_inline(r, a, t, p);
     }
+    let mut ahead = Ahead::new(One { a: &mut *a, t });
+    let ev = pipelined(
+        r.events(),
+        || vec![Event::default(); PIPE_CHUNK],
+        |ev, chunk| ev.fill(chunk),
+        |ev| ev.bytes_read,
+        |chunk, len| feed_chunk(&mut ahead, &chunk[..len]),
+        p,
+    );
+    ahead.flush();
+    a.finish();
+    read_report(r, &ev)
+}
+
+/// Runs the reading on a second thread, a chunk at a time and up to IN_FLIGHT chunks ahead
+/// of `consume` on this one: `fill` fills a chunk (made by `new_chunk`) from `reader` and says
+/// how many events it holds, 0 at the end; `bytes`, how far the reader is, for the progress
+/// bar. Returns the reader once it is done.
+fn pipelined<S: Send, C: Send>(
+    mut reader: S,
+    new_chunk: impl Fn() -> C,
+    fill: impl Fn(&mut S, &mut C) -> usize + Send,
+    bytes: impl Fn(&S) -> u64 + Send,
+    mut consume: impl FnMut(&C, usize),
+    p: &Progress,
+) -> S {
     std::thread::scope(|s| {
         // Full chunks one way, empty ones back: at most IN_FLIGHT chunks exist.
-        let (full_tx, full_rx) = sync_channel::<(Vec<Event>, usize, u64)>(IN_FLIGHT);
-        let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(IN_FLIGHT + 1);
+        let (full_tx, full_rx) = sync_channel::<(C, usize, u64)>(IN_FLIGHT);
+        let (empty_tx, empty_rx) = sync_channel::<C>(IN_FLIGHT + 1);
         for _ in 0..IN_FLIGHT {
-            let _ = empty_tx.send(vec![Event::default(); PIPE_CHUNK]);
+            let _ = empty_tx.send(new_chunk());
         }
-        let reader = s.spawn(move || {
-            let mut ev = r.events();
+        let thread = s.spawn(move || {
             while let Ok(mut chunk) = empty_rx.recv() {
-                let len = ev.fill(&mut chunk);
-                if len == 0 || full_tx.send((chunk, len, ev.bytes_read)).is_err() {
+                let len = fill(&mut reader, &mut chunk);
+                let at = bytes(&reader);
+                if len == 0 || full_tx.send((chunk, len, at)).is_err() {
                     break;
                 }
             }
-            ev
+            reader
         });
         let mut n: u64 = 0;
-        let mut ahead = Ahead::new(One { a: &mut *a, t });
-        for (chunk, len, bytes) in full_rx {
-            feed_chunk(&mut ahead, &chunk[..len]);
+        for (chunk, len, at) in full_rx {
+            consume(&chunk, len);
             let _ = empty_tx.send(chunk);
             n += len as u64;
             if n % PROGRESS_EVERY < len as u64 {
-                p.set(bytes, n);
+                p.set(at, n);
             }
         }
         drop(empty_tx);
-        let ev = reader.join().expect("reader thread");
-        ahead.flush();
-        a.finish();
-        read_report(r, &ev)
+        thread.join().expect("reader thread")
     })
 }
 
@@ -368,41 +390,26 @@ pub fn many(
     let mut m = Merged::new(rs, offsets);
     let mut n: u64 = 0;
     let m = if two && cpus >= 2 {
-        std::thread::scope(|s| {
-            // As in `one`: full chunks (events and the log of each) one way, empty ones back.
-            type Chunk = (Vec<Event>, Vec<u32>);
-            let (full_tx, full_rx) = sync_channel::<(Chunk, usize, u64)>(IN_FLIGHT);
-            let (empty_tx, empty_rx) = sync_channel::<Chunk>(IN_FLIGHT + 1);
-            for _ in 0..IN_FLIGHT {
-                let _ = empty_tx.send((vec![Event::default(); PIPE_CHUNK], vec![0; PIPE_CHUNK]));
-            }
-            let reader = s.spawn(move || {
-                while let Ok((mut evs, mut from)) = empty_rx.recv() {
-                    let mut len = 0;
-                    while len < PIPE_CHUNK {
-                        let Some((i, e)) = m.next() else { break };
-                        (evs[len], from[len]) = (*e, i);
-                        len += 1;
-                    }
-                    if len == 0 || full_tx.send(((evs, from), len, m.bytes_read())).is_err() {
-                        break;
-                    }
+        pipelined(
+            m,
+            || (vec![Event::default(); PIPE_CHUNK], vec![0u32; PIPE_CHUNK]),
+            |m, (evs, from)| {
+                let mut len = 0;
+                while len < PIPE_CHUNK {
+                    let Some((i, e)) = m.next() else { break };
+                    (evs[len], from[len]) = (*e, i);
+                    len += 1;
                 }
-                m
-            });
-            for ((evs, from), len, bytes) in full_rx {
+                len
+            },
+            |m| m.bytes_read(),
+            |(evs, from), len| {
                 for (e, &i) in evs[..len].iter().zip(&from[..len]) {
                     ahead.push(i, e);
                 }
-                let _ = empty_tx.send((evs, from));
-                n += len as u64;
-                if n % PROGRESS_EVERY < len as u64 {
-                    p.set(bytes, n);
-                }
-            }
-            drop(empty_tx);
-            reader.join().expect("reader thread")
-        })
+            },
+            p,
+        )
     } else {
         while let Some((i, e)) = m.next() {
             ahead.push(i, e);
