@@ -247,12 +247,16 @@ def clock_cost(pairs, repeats):
 
 
 def machine():
-    cpu = "unknown"
+    cpu, mhz = "unknown", None
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == "unknown":
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("cpu MHz") and mhz is None:
+                try:
+                    mhz = float(line.split(":", 1)[1])
+                except ValueError:
+                    pass
     def pkg(name):
         p = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name], capture_output=True, text=True)
         return p.stdout.strip() or None
@@ -264,7 +268,7 @@ def machine():
             return None
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+        "cpu": cpu, "cpu_mhz": mhz, "cores": os.cpu_count(), "kernel": platform.release(),
         "loadavg_start": open("/proc/loadavg").read().split()[:3],
         "glibc": platform.libc_ver()[1],
         "debian_libjemalloc2": pkg("libjemalloc2"), "debian_libmimalloc2.0": pkg("libmimalloc2.0"),

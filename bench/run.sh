@@ -44,11 +44,12 @@ if [ "$mode" = full ]; then
   fi
 fi
 
-# The log generator the shimlog stats measurement reads (a cargo example, not part of make
-# build; rebuilt when its source changed, as cargo decides, so that it takes the arguments the
-# measurement passes).
+# The log generator the shimlog stats measurement reads, and the reader's stages timed on
+# their own (cargo examples, not part of make build; rebuilt when their source changed, as
+# cargo decides, so that they take the arguments the measurement passes).
 if [ "$mode" = full ]; then
   cargo build --release -q -p shimlog --example genlog
+  cargo build --release -q -p recorder --example zstdspeed --example readspeed
 fi
 
 # The workloads, built the same way as the demo.

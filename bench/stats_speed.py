@@ -11,7 +11,14 @@ real capture of the demo workload (4 threads x DEMO_ITERS iterations, default 14
 about 100 M events); and the first synthetic log and the demo capture read together, as a
 parent's and its children's logs are (a section each and their total). Each is analysed `rounds` times with --one-thread (its rate per CPU
 second is the rate on one core) and `rounds` times the default way (the reader on a second
-thread: the rate per wall second on this machine), alternated."""
+thread: the rate per wall second on this machine), alternated.
+
+Where the one-thread time goes, also round by round: the zstdspeed example (decompression
+alone) and the readspeed example (the whole reader: decompression, decoding, the merge of the
+thread streams) on the synthetic log and on the same workload written by one thread (one
+stream: nearly no merge). Per event: zstd = zstdspeed's CPU time; decoding = readspeed's
+minus zstdspeed's on the one-thread log; the merge = the same difference on the 8-thread log,
+less the decoding; the analysis = stats --one-thread's minus readspeed's, on the 8-thread log."""
 import glob
 import json
 import os
@@ -21,6 +28,8 @@ import runner
 from workloads import BIN, OUT, ROOT, SHIM, SHIMLOG, clean_env, shown
 
 GENLOG = os.path.join(ROOT, "target", "release", "examples", "genlog")
+ZSTDSPEED = os.path.join(ROOT, "target", "release", "examples", "zstdspeed")
+READSPEED = os.path.join(ROOT, "target", "release", "examples", "readspeed")
 DIR = os.path.join(OUT, "stats")
 
 
@@ -45,6 +54,11 @@ def _logs(events, say):
         argv = [GENLOG, syn, str(events)] + extra
         subprocess.run(argv, check=True, capture_output=True, timeout=600)
         out.append({"name": name, "logs": [syn], "made_by": shown(argv, {})})
+    # The synthetic workload from one thread, for the reader's stages (not analysed).
+    one = os.path.join(DIR, "synthetic-1.shimlog")
+    argv = [GENLOG, one, str(events), "1"]
+    subprocess.run(argv, check=True, capture_output=True, timeout=600)
+    stages = {"log": one, "made_by": shown(argv, {})}
     env = clean_env()
     env["SHIM_LOG"] = os.path.join(DIR, "demo.%p.shimlog")
     argv = [os.path.join(BIN, "demo"), "4", os.environ.get("DEMO_ITERS", "14100000")]
@@ -63,7 +77,8 @@ def _logs(events, say):
         x["file_bytes"] = sum(os.path.getsize(f) for f in x["logs"])
         x["events"] = _events(x["logs"])
         say(f"stats speed: {x['name']} log, {x['events']} events, {x['file_bytes'] / 2**20:.0f} MiB")
-    return out
+    stages["events"] = _events([one])
+    return out, stages
 
 
 def _summary(runs):
@@ -101,7 +116,10 @@ def measure(rounds, say, events=None):
     if not os.access(GENLOG, os.X_OK):
         return {"skipped": f"{os.path.relpath(GENLOG, ROOT)} is missing (bench/run.sh builds it)"}
     events = events or int(os.environ.get("STATS_EVENTS", "100000000"))
-    logs = _logs(events, say)
+    logs, stages = _logs(events, say)
+    one_log = stages["log"]
+    stage_tools = all(os.access(t, os.X_OK) for t in (ZSTDSPEED, READSPEED))
+    stage_runs = []
     # Round by round over every log, so that the logs are compared side by side (the
     # machine's neighbours change its speed from minute to minute); in each, --one-thread
     # (the rate on one core), then the default (the reader on a second thread: the
@@ -118,6 +136,8 @@ def measure(rounds, say, events=None):
                     continue
                 x["runs"][mode].append({"ok": True, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"],
                                         "maxrss_kb": m["maxrss_kb"]})
+        if stage_tools:
+            stage_runs.append(_stage_round(logs[0], stages))
     base = logs[0]
     for x in logs:
         rel = " ".join(os.path.relpath(f, ROOT) for f in x["logs"])
@@ -134,6 +154,51 @@ def measure(rounds, say, events=None):
             x["rate_vs_first"] = r[len(r) // 2]
             say(f"stats speed: {x['name']}: {x['rate_vs_first']:.2f}x the {base['name']} log's "
                 "rate on one thread (median of the rounds' ratios)")
-    for f in {f for x in logs for f in x["logs"]}:
+    stages = _stages(logs[0], stages, stage_runs, say) if stage_tools else \
+        {"skipped": "the zstdspeed and readspeed examples are missing (bench/run.sh builds them)"}
+    for f in {f for x in logs for f in x["logs"]} | {one_log}:
         os.remove(f)
-    return {"rounds": rounds, "logs": logs}
+    return {"rounds": rounds, "logs": logs, "stages": stages}
+
+
+def _cpu(argv):
+    """CPU seconds of one run of argv, None if it failed."""
+    m = runner.run(argv, clean_env(), os.path.join(OUT, "last-output.txt"))
+    return m["cpu_s"] if m["rc"] == 0 else None
+
+
+def _stage_round(base, stages):
+    """One round of the stage runs: zstd alone and the whole reader, on the 8-thread
+    synthetic log and on the one-thread one; with the round's stats --one-thread run of the
+    8-thread log (just made, side by side)."""
+    log8, log1 = base["logs"][0], stages["log"]
+    r = {"zstd8": _cpu([ZSTDSPEED, log8]), "read8": _cpu([READSPEED, log8]),
+         "zstd1": _cpu([ZSTDSPEED, log1]), "read1": _cpu([READSPEED, log1])}
+    last = base["runs"]["one"][-1] if base["runs"]["one"] else {}
+    r["stats8"] = last.get("cpu_s") if last.get("ok") else None
+    return r
+
+
+def _stages(base, stages, runs, say):
+    """ns per event of each stage, the median of the rounds' figures (see the docstring)."""
+    n8, n1 = base["events"], stages["events"]
+    per = {"zstd": [], "decode": [], "merge": [], "analysis": [], "total": []}
+    for r in runs:
+        if None in r.values() or not (n8 and n1):
+            continue
+        decode = (r["read1"] - r["zstd1"]) / n1
+        per["zstd"].append(r["zstd8"] / n8)
+        per["decode"].append(decode)
+        per["merge"].append((r["read8"] - r["zstd8"]) / n8 - decode)
+        per["analysis"].append((r["stats8"] - r["read8"]) / n8)
+        per["total"].append(r["stats8"] / n8)
+    out = {k: v for k, v in stages.items() if k != "log"}
+    out["runs"] = runs
+    out["log"] = stages["log"]
+    if per["total"]:
+        out["ns_per_event"] = {k: sorted(v)[len(v) // 2] * 1e9 for k, v in per.items()}
+        say("stats speed stages, ns per event: " +
+            ", ".join(f"{k} {v:.1f}" for k, v in out["ns_per_event"].items()))
+    out["commands"] = [f"target/release/examples/{t} {os.path.relpath(f, ROOT)}"
+                       for t in ("zstdspeed", "readspeed") for f in (base["logs"][0], stages["log"])]
+    return out

@@ -329,6 +329,19 @@ impl LogReader {
         Events::new(self)
     }
 
+    /// Decompresses every frame in file order and hands each to `f` with its records
+    /// (undecoded), or with why it could not be read: the reader's first stage alone, with
+    /// no decoding and no merge (the `zstdspeed` example times it).
+    pub fn for_each_frame(&self, mut f: impl FnMut(&FrameInfo, Result<&[u8], String>)) {
+        let (mut comp, mut dctx, mut out) = (Vec::new(), None, Vec::new());
+        for fi in &self.frames {
+            match self.read_frame(fi, &mut comp, &mut dctx, &mut out) {
+                Ok(()) => f(fi, Ok(&out)),
+                Err(e) => f(fi, Err(e)),
+            }
+        }
+    }
+
     /// Reads and decompresses one frame's records into `out`; `comp` and `dctx` are reused
     /// across frames so that reading allocates nothing per frame once warm.
     fn read_frame(

@@ -262,3 +262,32 @@ fn write_tmp(b: &[u8]) -> String {
     std::fs::write(&p, b).unwrap();
     p
 }
+
+/// `for_each_frame` hands over every frame's records undecoded, as many bytes as the frame
+/// header says, and a frame whose body is damaged as an error without stopping at it.
+#[test]
+fn each_frame_raw_and_a_damaged_one() {
+    let calls: Vec<_> = (0..30_000u32)
+        .map(|i| ((i % 4) as u8, (i % 9) as u8, i * 37 % 5000, 0x7f00_0000_0000 + (i as u64) * 48))
+        .collect();
+    let (mut b, n) = real_log(&calls, 1);
+    let whole = LogReader::open(&write_tmp(&b)).unwrap();
+    assert!(whole.frames.len() >= 4, "{} frames", whole.frames.len());
+    let (mut records, mut seen) = (0u64, 0usize);
+    whole.for_each_frame(|fi, body| {
+        let body = body.expect("an intact frame reads");
+        assert_eq!(body.len(), fi.h.raw_len as usize);
+        records += fi.h.n_records as u64;
+        seen += 1;
+    });
+    assert_eq!((records, seen), (n, whole.frames.len()));
+    // One byte in the middle of the second frame's body.
+    let f = whole.frames[1];
+    b[(f.offset + 40 + f.h.comp_len as u64 / 2) as usize] ^= 0x5a;
+    let damaged = LogReader::open(&write_tmp(&b)).unwrap();
+    let mut results = Vec::new();
+    damaged.for_each_frame(|fi, body| results.push((fi.offset, body.is_ok())));
+    let bad: Vec<_> = results.iter().filter(|r| !r.1).map(|r| r.0).collect();
+    assert_eq!(bad, vec![f.offset]);
+    assert_eq!(results.len(), whole.frames.len());
+}
