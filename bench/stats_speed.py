@@ -192,9 +192,7 @@ def _stages(base, stages, runs, say):
         per["merge"].append((r["read8"] - r["zstd8"]) / n8 - decode)
         per["analysis"].append((r["stats8"] - r["read8"]) / n8)
         per["total"].append(r["stats8"] / n8)
-    out = {k: v for k, v in stages.items() if k != "log"}
-    out["runs"] = runs
-    out["log"] = stages["log"]
+    out = dict(stages, runs=runs)
     if per["total"]:
         out["ns_per_event"] = {k: sorted(v)[len(v) // 2] * 1e9 for k, v in per.items()}
         say("stats speed stages, ns per event: " +

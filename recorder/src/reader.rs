@@ -335,10 +335,8 @@ impl LogReader {
     pub fn for_each_frame(&self, mut f: impl FnMut(&FrameInfo, Result<&[u8], String>)) {
         let (mut comp, mut dctx, mut out) = (Vec::new(), None, Vec::new());
         for fi in &self.frames {
-            match self.read_frame(fi, &mut comp, &mut dctx, &mut out) {
-                Ok(()) => f(fi, Ok(&out)),
-                Err(e) => f(fi, Err(e)),
-            }
+            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut out);
+            f(fi, read.map(|()| &out[..]));
         }
     }
 

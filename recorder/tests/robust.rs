@@ -283,7 +283,7 @@ fn each_frame_raw_and_a_damaged_one() {
     assert_eq!((records, seen), (n, whole.frames.len()));
     // One byte in the middle of the second frame's body.
     let f = whole.frames[1];
-    b[(f.offset + 40 + f.h.comp_len as u64 / 2) as usize] ^= 0x5a;
+    b[f.offset as usize + format::FRAME_HEADER_LEN + f.h.comp_len as usize / 2] ^= 0x5a;
     let damaged = LogReader::open(&write_tmp(&b)).unwrap();
     let mut results = Vec::new();
     damaged.for_each_frame(|fi, body| results.push((fi.offset, body.is_ok())));
