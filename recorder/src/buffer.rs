@@ -220,8 +220,9 @@ const COMMON: [u8; 128] = {
 };
 
 /// The ops of the fast path: the fields before the pointer, and what the first of two is.
-const COMMON_OPS: [(Op, u8, u8); 9] = [
+const COMMON_OPS: [(Op, u8, u8); 10] = [
     (Op::Malloc, 1, 0),
+    (Op::FreeSized, 1, 0),
     (Op::Valloc, 1, 0),
     (Op::Pvalloc, 1, 0),
     (Op::Free, 0, 0),
@@ -352,7 +353,7 @@ impl DecodeState {
         }
         let ok = by_op!(
             Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
-            Valloc, Pvalloc, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End
+            Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End
         );
         if !ok {
             return Err(at);
@@ -490,7 +491,7 @@ mod tests {
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop::sample::select(vec![
             Op::Malloc, Op::Free, Op::Calloc, Op::Realloc, Op::Reallocarray,
-            Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc,
+            Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
             Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
             Op::Untraced, Op::End,
         ])

@@ -16,6 +16,9 @@ pub enum Op {
     Memalign = 8,
     Valloc = 9,
     Pvalloc = 10,
+    /// A free that names the block's size: C23 `free_sized`, jemalloc's `sdallocx`, C++ sized
+    /// `operator delete`, Rust's `dealloc` through tikv-jemallocator (format version 2).
+    FreeSized = 11,
     /// First record of a thread's stream: `value` is nothing, `tid` is the kernel thread id.
     ThreadStart = 32,
     ThreadExit = 33,
@@ -35,7 +38,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALLOC_OPS: [Op; 10] = [
+    pub const ALLOC_OPS: [Op; 11] = [
         Op::Malloc,
         Op::Free,
         Op::Calloc,
@@ -46,6 +49,7 @@ impl Op {
         Op::Memalign,
         Op::Valloc,
         Op::Pvalloc,
+        Op::FreeSized,
     ];
 
     pub fn from_u8(v: u8) -> Option<Op> {
@@ -61,6 +65,7 @@ impl Op {
             8 => Memalign,
             9 => Valloc,
             10 => Pvalloc,
+            11 => FreeSized,
             32 => ThreadStart,
             33 => ThreadExit,
             34 => Dropped,
@@ -86,6 +91,7 @@ impl Op {
             Memalign => "memalign",
             Valloc => "valloc",
             Pvalloc => "pvalloc",
+            FreeSized => "free_sized",
             ThreadStart => "thread_start",
             ThreadExit => "thread_exit",
             Dropped => "dropped",
@@ -99,17 +105,23 @@ impl Op {
 
     /// A malloc-family call (as opposed to a thread, process or clock record).
     pub fn is_alloc_family(self) -> bool {
-        (self as u8) <= 10
+        (self as u8) <= 11
     }
 
     /// Returns a block (its `ptr` is the result).
     pub fn allocates(self) -> bool {
-        self.is_alloc_family() && self != Op::Free
+        self.is_alloc_family() && !self.is_free()
     }
 
     /// Takes an old block (`old` for realloc/reallocarray, `ptr` for free).
     pub fn frees(self) -> bool {
-        matches!(self, Op::Free | Op::Realloc | Op::Reallocarray)
+        matches!(self, Op::Free | Op::FreeSized | Op::Realloc | Op::Reallocarray)
+    }
+
+    /// Only frees (`free`, `free_sized`): its `ptr` is the block released.
+    #[inline(always)]
+    pub fn is_free(self) -> bool {
+        matches!(self, Op::Free | Op::FreeSized)
     }
 
     /// Which argument fields the record carries, in their on-disk order (before `ptr`).
@@ -117,7 +129,7 @@ impl Op {
         use Field::*;
         use Op::*;
         match self {
-            Malloc | Valloc | Pvalloc => &[Size, Ptr],
+            Malloc | Valloc | Pvalloc | FreeSized => &[Size, Ptr],
             Free => &[Ptr],
             Calloc => &[Count, Size, Ptr],
             Realloc => &[Old, Size, Ptr],

@@ -9,7 +9,10 @@
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"SHIMLOG\0";
-pub const VERSION: u16 = 1;
+/// The version this build writes (2 added the `free_sized` record).
+pub const VERSION: u16 = 2;
+/// The oldest version this build reads.
+pub const OLDEST_VERSION: u16 = 1;
 pub const PREAMBLE_LEN: usize = 16;
 /// "SHMF" read as a little-endian u32.
 pub const FRAME_MAGIC: u32 = u32::from_le_bytes(*b"SHMF");
@@ -61,6 +64,33 @@ pub struct Header {
     /// SHIM_ON_FULL as in force: "block" or "drop".
     pub on_full: String,
     pub shim_version: String,
+    /// The allocators the program brings in its own executable or libraries (found in their
+    /// symbol tables at start-up), and what the shim did with each: recorded it in place or
+    /// served its entry points with `backend` instead. Empty for a program whose allocator
+    /// LD_PRELOAD reaches on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_allocators: Vec<OwnAllocator>,
+}
+
+/// An allocator linked into the program (see [`Header::own_allocators`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct OwnAllocator {
+    /// "jemalloc", "mimalloc", "tcmalloc", or "malloc" (a malloc family of unknown make).
+    pub family: String,
+    /// The symbol prefix of its API: "" (it defines malloc itself), "je_", "_rjem_", "mi_", "tc_".
+    pub prefix: String,
+    /// As the allocator reports it (empty when it cannot be asked without running it).
+    #[serde(default)]
+    pub version: String,
+    /// The file that defines it (the executable or a library).
+    pub file: String,
+    /// How many entry points it has (symbols; aliases counted once).
+    pub entry_points: u32,
+    /// "recorded" (its calls recorded, served by itself), "switched" (served by `backend`),
+    /// or "untouched" (not recorded; `note` says why).
+    pub mode: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 impl Header {

@@ -192,11 +192,12 @@ impl LogReader {
             ));
         }
         let version = u16::from_le_bytes([pre[8], pre[9]]);
-        if version != format::VERSION {
+        if !(format::OLDEST_VERSION..=format::VERSION).contains(&version) {
             return Err(err(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{path}: log format version {version}; this build of shimlog reads version {}",
+                    "{path}: log format version {version}; this build of shimlog reads versions {} to {}",
+                    format::OLDEST_VERSION,
                     format::VERSION
                 ),
             ));
@@ -442,7 +443,7 @@ impl Order {
     #[inline(always)]
     fn key(&self, ticks: u64, op: Op, slot: u32) -> Key {
         let rel = ticks.saturating_sub(self.base).min(self.max_rel);
-        let class = (op != Op::Free) as u64;
+        let class = !op.is_free() as u64;
         (rel << (self.slot_bits + 1)) | (class << self.slot_bits) | slot as u64
     }
 

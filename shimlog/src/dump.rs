@@ -58,6 +58,9 @@ fn text(s: &mut String, e: &Event) {
         Op::Free => {
             let _ = write!(s, " ptr=0x{:x}", e.ptr);
         }
+        Op::FreeSized => {
+            let _ = write!(s, " ptr=0x{:x} size={}", e.ptr, e.size);
+        }
         op if op.is_alloc_family() => {
             if op.frees() {
                 let _ = write!(s, " old=0x{:x}", e.old);
@@ -88,7 +91,7 @@ fn jsonl(s: &mut String, e: &Event) {
     let _ = write!(s, "{{\"op\":\"{}\",\"tid\":{},\"ts_ns\":{}", e.op.name(), e.tid, e.ts_ns);
     if e.op.is_alloc_family() {
         let _ = write!(s, ",\"ptr\":{},\"size\":{}", e.ptr, e.size);
-        if e.op.frees() && e.op != Op::Free {
+        if e.op.frees() && !e.op.is_free() {
             let _ = write!(s, ",\"old\":{}", e.old);
         }
         if matches!(e.op, Op::Calloc | Op::Reallocarray) {
@@ -115,7 +118,7 @@ fn logalloc(s: &mut String, pid: u32, e: &Event) -> bool {
     let _ = write!(s, "{pid} {} ", e.tid);
     let _ = match e.op {
         Op::Malloc => write!(s, "malloc({})=0x{:x}", e.size, e.ptr),
-        Op::Free => write!(s, "free(0x{:x})", e.ptr),
+        Op::Free | Op::FreeSized => write!(s, "free(0x{:x})", e.ptr),
         Op::Calloc => write!(s, "calloc({},{})=0x{:x}", e.count(), e.size, e.ptr),
         Op::Realloc => write!(s, "realloc(0x{:x},{})=0x{:x}", e.old, e.size, e.ptr),
         Op::Reallocarray => {

@@ -372,7 +372,7 @@ impl Planner<'_> {
         let t = self.thread(e);
         let page = self.meta.page_size;
         match e.op {
-            Op::Free => {
+            Op::Free | Op::FreeSized => {
                 if e.ptr == 0 {
                     self.meta.skipped.free_null += 1;
                 } else if let Some(l) = self.live.remove(&e.ptr) {

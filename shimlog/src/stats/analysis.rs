@@ -86,7 +86,7 @@ impl Analysis {
             let heap = &self.heap;
             self.lat.record(e, ns, || heap.size_at(Self::freed_ptr(e)?, t));
         }
-        if op == Op::Free {
+        if op.is_free() {
             if e.ptr == 0 {
                 self.totals.free_null += 1;
                 return;
@@ -201,7 +201,7 @@ impl Analysis {
     /// The pointer `e` frees, if any.
     fn freed_ptr(e: &Event) -> Option<u64> {
         match e.op {
-            Op::Free => (e.ptr != 0).then_some(e.ptr),
+            Op::Free | Op::FreeSized => (e.ptr != 0).then_some(e.ptr),
             _ => Self::frees_old(e, e.ptr != 0, e.requested()).then_some(e.old),
         }
     }

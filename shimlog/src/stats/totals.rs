@@ -100,7 +100,7 @@ impl Totals {
         for op in Op::ALLOC_OPS {
             let i = op as usize;
             ops.insert(op.name(), self.calls[i]);
-            if op != Op::Free {
+            if !op.is_free() {
                 bytes.insert(op.name(), self.bytes[i]);
             }
             if self.failed[i] > 0 {
