@@ -86,3 +86,72 @@ pub(crate) fn stat(name: &core::ffi::CStr) -> Option<u64> {
         (rc == 0).then_some(v as u64)
     }
 }
+
+/// jemalloc's own API (the shim serves a program's jemalloc entry points with it when the
+/// program is switched to this backend).
+pub mod api {
+    use core::ffi::{c_char, c_int, c_void};
+    use tikv_jemalloc_sys as je;
+
+    /// # Safety
+    /// As jemalloc's `mallocx`.
+    pub unsafe fn mallocx(size: usize, flags: c_int) -> *mut c_void {
+        unsafe { je::mallocx(size, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `rallocx`.
+    pub unsafe fn rallocx(p: *mut c_void, size: usize, flags: c_int) -> *mut c_void {
+        unsafe { je::rallocx(p, size, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `xallocx`.
+    pub unsafe fn xallocx(p: *mut c_void, size: usize, extra: usize, flags: c_int) -> usize {
+        unsafe { je::xallocx(p, size, extra, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `sallocx`.
+    pub unsafe fn sallocx(p: *const c_void, flags: c_int) -> usize {
+        unsafe { je::sallocx(p, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `sdallocx`.
+    pub unsafe fn sdallocx(p: *mut c_void, size: usize, flags: c_int) {
+        unsafe { je::sdallocx(p, size, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `dallocx`.
+    pub unsafe fn dallocx(p: *mut c_void, flags: c_int) {
+        unsafe { je::dallocx(p, flags) }
+    }
+    pub fn nallocx(size: usize, flags: c_int) -> usize {
+        unsafe { je::nallocx(size, flags) }
+    }
+    /// # Safety
+    /// As jemalloc's `mallctl`.
+    pub unsafe fn mallctl(
+        name: *const c_char,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int {
+        unsafe { je::mallctl(name, oldp, oldlenp, newp, newlen) }
+    }
+    /// # Safety
+    /// As jemalloc's `mallctlnametomib`.
+    pub unsafe fn mallctlnametomib(name: *const c_char, mibp: *mut usize, miblenp: *mut usize) -> c_int {
+        unsafe { je::mallctlnametomib(name, mibp, miblenp) }
+    }
+    /// # Safety
+    /// As jemalloc's `mallctlbymib`.
+    pub unsafe fn mallctlbymib(
+        mib: *const usize,
+        miblen: usize,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int {
+        unsafe { je::mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen) }
+    }
+}

@@ -11,6 +11,7 @@
 mod glibc;
 pub mod introspect;
 mod jemalloc;
+pub use jemalloc::api as jemalloc_api;
 mod mimalloc;
 pub mod stats;
 

@@ -75,6 +75,7 @@ impl Buf {
         match op {
             Op::Malloc => return self.push_one(op, ticks, Some(a.size), a.ptr, backend_ticks),
             Op::Free => return self.push_one(op, ticks, None, a.ptr, backend_ticks),
+            Op::FreeSized => return self.push_one(op, ticks, Some(a.size), a.ptr, backend_ticks),
             _ => {}
         }
         if self.n == 0 {

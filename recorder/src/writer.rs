@@ -82,7 +82,8 @@ fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
 /// moment later still leaves a valid (if empty) log.
 pub fn write_header(fd: i32, h: &Header) -> io::Result<u32> {
     let json = serde_json::to_vec(h).map_err(io::Error::other)?;
-    let reserved = (json.len() + 256).next_multiple_of(1024);
+    // Room for what is added once known: the clock rate, the program's own allocators.
+    let reserved = (json.len() + 2048).next_multiple_of(1024);
     let mut b = Vec::with_capacity(format::PREAMBLE_LEN + reserved);
     b.extend_from_slice(&format::preamble(reserved as u32));
     b.extend_from_slice(&json);

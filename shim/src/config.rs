@@ -16,8 +16,21 @@ pub enum OnFull {
     Drop,
 }
 
+/// What SHIM_BACKEND asks of a program that brings its own allocator.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Choice {
+    /// Not set: a program's own allocator is kept (and recorded); others get glibc.
+    Unset,
+    /// `own`: keep the program's own allocator, and say so if it has none.
+    Own,
+    /// A backend: it serves every call, the program's own allocator's entry points too.
+    Switch(Backend),
+}
+
 pub struct Config {
+    /// The backend of the shim's own allocations and of the calls LD_PRELOAD reaches.
     pub backend: Backend,
+    pub choice: Choice,
     pub trace: bool,
     pub timing: Timing,
     pub on_full: OnFull,
@@ -101,13 +114,21 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 
 pub fn read() -> Config {
     let mut w: [Option<&'static str>; 6] = [None; 6];
-    let backend = match getenv(b"SHIM_BACKEND") {
-        None => Backend::Glibc,
-        Some(v) if v.is_empty() => Backend::Glibc,
-        Some(v) => Backend::parse(v).unwrap_or_else(|| {
-            w[0] = Some("shim: unknown SHIM_BACKEND (accepted: glibc, jemalloc, mimalloc); using glibc");
-            Backend::Glibc
-        }),
+    let choice = match getenv(b"SHIM_BACKEND") {
+        None => Choice::Unset,
+        Some(v) if v.is_empty() => Choice::Unset,
+        Some(v) if v.eq_ignore_ascii_case(b"own") => Choice::Own,
+        Some(v) => match Backend::parse(v) {
+            Some(b) => Choice::Switch(b),
+            None => {
+                w[0] = Some("shim: unknown SHIM_BACKEND (accepted: own, glibc, jemalloc, mimalloc); using the default");
+                Choice::Unset
+            }
+        },
+    };
+    let backend = match choice {
+        Choice::Switch(b) => b,
+        _ => Backend::Glibc,
     };
     let trace = match getenv(b"SHIM_TRACE") {
         None | Some(b"1") | Some(b"on") | Some(b"yes") | Some(b"true") | Some(b"") => true,
@@ -162,6 +183,7 @@ pub fn read() -> Config {
     };
     Config {
         backend,
+        choice,
         trace,
         timing,
         on_full,

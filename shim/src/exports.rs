@@ -11,7 +11,7 @@ use shim_backend as be;
 const PTR: usize = core::mem::size_of::<*const ()>();
 
 #[inline(always)]
-fn set_errno(e: i32) {
+pub(crate) fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
@@ -35,7 +35,7 @@ unsafe fn memalign_rules(align: usize, size: usize) -> *mut c_void {
 
 /// An allocation aligned to `align` (a power of two), with C's errno rules.
 #[inline(always)]
-unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
+pub(crate) unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
     let saved = unsafe { *libc::__errno_location() };
     let p = unsafe { if align <= PTR { be::malloc(size) } else { be::memalign(align, size) } };
     set_errno(if p.is_null() { libc::ENOMEM } else { saved });
@@ -43,7 +43,7 @@ unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
 }
 
 #[inline(always)]
-fn oom(p: *mut c_void) -> *mut c_void {
+pub(crate) fn oom(p: *mut c_void) -> *mut c_void {
     if p.is_null() {
         set_errno(libc::ENOMEM);
     }
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 
 /// realloc as glibc does it: NULL is malloc, size 0 frees and returns NULL.
 #[inline(always)]
-unsafe fn realloc_rules(p: *mut c_void, size: usize) -> *mut c_void {
+pub(crate) unsafe fn realloc_rules(p: *mut c_void, size: usize) -> *mut c_void {
     unsafe {
         if p.is_null() {
             oom(be::malloc(size))
@@ -357,4 +357,13 @@ pub unsafe extern "C" fn malloc_stats() {
             unsafe { f() }
         }
     }
+}
+
+// munmap: when a program's own allocator is switched to a backend, the memory its blocks
+// were in stays reserved when unmapped (patch/owner.rs), so that no block of the backend
+// can appear where an old block was. Otherwise a plain munmap.
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> i32 {
+    crate::patch::owner::guarded_munmap(addr, len)
 }

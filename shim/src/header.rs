@@ -37,7 +37,7 @@ pub fn build(g: &Globals, tps: f64) -> Header {
             crate::config::OnFull::Drop => "drop".into(),
         },
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
-        own_allocators: Vec::new(),
+        own_allocators: crate::patch::report(),
     }
 }
 

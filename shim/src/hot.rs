@@ -117,6 +117,13 @@ pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_
 /// free: stamped before the backend gets the pointer.
 #[inline(always)]
 pub fn free(p: *mut c_void, call: impl FnOnce()) {
+    released(Op::Free, Args { ptr: p as u64, ..Args::default() }, call)
+}
+
+/// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block): stamped
+/// before the allocator gets the pointer.
+#[inline(always)]
+pub fn released(op: Op, a: Args, call: impl FnOnce()) {
     if lifecycle::forwarding_only() {
         return call();
     }
@@ -135,8 +142,7 @@ pub fn free(p: *mut c_void, call: impl FnOnce()) {
     call();
     let slow = marked_slow(st);
     let end = if timed || slow { clock::now() } else { 0 };
-    let a = Args { ptr: p as u64, ..Args::default() };
-    finish(st, Op::Free, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, slow, end));
+    finish(st, op, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, slow, end));
     leave(st);
     t.busy = 0;
 }
@@ -204,4 +210,62 @@ pub fn note(op: Op, value: u64) {
         leave(st);
     }
     t.busy = 0;
+}
+
+/// An allocating call recorded in two halves around a call the caller makes itself, for
+/// the C++ `operator new` glue (patch/cxx.c): an exception thrown by the allocator between
+/// the halves unwinds through C frames only, whose cleanup calls [`call_abandon`].
+#[repr(C)]
+pub struct OpenCall {
+    st: *mut ThreadState,
+    t0: u64,
+    open: u32,
+}
+
+/// The first half: enters the shim on this thread if it records.
+#[unsafe(no_mangle)]
+pub extern "C" fn shim_call_begin(c: &mut OpenCall) {
+    c.open = 0;
+    if lifecycle::forwarding_only() {
+        return;
+    }
+    let t = tls::get();
+    let Some(st) = state(t) else { return };
+    t.busy = 1;
+    if !enter(st) {
+        stopped(t, st, core::ptr::null_mut);
+        return;
+    }
+    c.t0 = start_timer(st);
+    c.st = st;
+    c.open = 1;
+}
+
+/// The second half: records the call (operator new: `align` 0 for the plain one).
+#[unsafe(no_mangle)]
+pub extern "C" fn shim_call_end(c: &mut OpenCall, p: *mut c_void, size: usize, align: usize) {
+    if c.open == 0 {
+        return;
+    }
+    let st = unsafe { &mut *c.st };
+    let ts = clock::after();
+    let (op, a) = if align > 16 {
+        (Op::Memalign, Args { align: align as u64, size: size as u64, ptr: p as u64, ..Args::default() })
+    } else {
+        (Op::Malloc, Args { size: size as u64, ptr: p as u64, ..Args::default() })
+    };
+    finish(st, op, ts, &a, backend_ticks(st, c.t0, marked_slow(st), ts));
+    leave(st);
+    tls::get().busy = 0;
+    c.open = 0;
+}
+
+/// The call threw: leave the shim without a record.
+#[unsafe(no_mangle)]
+pub extern "C" fn shim_call_abandon(c: &mut OpenCall) {
+    if c.open != 0 {
+        leave(unsafe { &mut *c.st });
+        tls::get().busy = 0;
+        c.open = 0;
+    }
 }

@@ -1,13 +1,15 @@
 //! libshim.so: interposes the malloc family (exports.rs, the only C-ABI surface), forwards
 //! each call to the backend chosen at start-up, and records it (hot.rs) into a per-thread
 //! buffer (thread.rs) that the recorder thread (recorder_thread.rs) compresses into the log.
-//! Start-up, fork and exit are in lifecycle.rs; environment variables in config.rs.
+//! Start-up, fork and exit are in lifecycle.rs; environment variables in config.rs; the
+//! allocators programs link in themselves are found and patched by patch/.
 
 mod config;
 mod exports;
 mod header;
 mod hot;
 mod lifecycle;
+mod patch;
 mod recorder_thread;
 mod thread;
 mod tls;

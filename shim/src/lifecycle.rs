@@ -65,6 +65,16 @@ pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 27);
 /// Ticks per second (f64 bits), known once the recorder has calibrated.
 pub static TPS_BITS: AtomicU64 = AtomicU64::new(0);
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+/// SHIM_BACKEND as read at start-up (config::Choice, encoded), for the constructor.
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+fn choice() -> config::Choice {
+    match CHOICE.load(Relaxed) {
+        0 => config::Choice::Unset,
+        1 => config::Choice::Own,
+        v => config::Choice::Switch(Backend::ALL.get((v - 2) as usize).copied().unwrap_or(Backend::Glibc)),
+    }
+}
 
 #[inline(always)]
 pub fn tracing() -> bool {
@@ -137,6 +147,8 @@ fn exe_path() -> String {
 
 fn init() {
     let cfg = config::read();
+    crate::patch::early(cfg.choice);
+    CHOICE.store(match cfg.choice { config::Choice::Unset => 0, config::Choice::Own => 1, config::Choice::Switch(b) => 2 + b as u8 }, Relaxed);
     if cfg.backend == Backend::Jemalloc {
         if let Some(conf) = cfg.malloc_conf {
             // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF. The value
@@ -186,6 +198,15 @@ fn init() {
     TRACING.store(true, Release);
 }
 
+/// Rewrites the header in place, with what is known now (the program's own allocators).
+fn rewrite_header() {
+    let g = G.get();
+    let tps = f64::from_bits(TPS_BITS.load(Relaxed));
+    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
+        say(&format!("shim: cannot rewrite the header of {}: {e}", g.log_path));
+    }
+}
+
 /// Writes the header of a new log (provisional clock rate until the recorder calibrates).
 /// None, with one line on stderr, when the write fails.
 fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
@@ -224,54 +245,16 @@ fn open_log(pattern: Option<&str>) -> Option<(i32, String)> {
     }
 }
 
-/// True when the first `malloc` in the lookup order is not ours (the executable, or a
-/// library preloaded before us, defines one). Compared by defining object, not address:
-/// taking our own `malloc`'s address goes through the GOT and yields the interposer's. A
-/// non-PIE executable's undefined `malloc` has the address of its PLT stub, which is what
-/// dlsym returns there: the symbol entry's section index tells a definition from that.
-fn malloc_defined_before_us() -> bool {
-    #[repr(C)]
-    struct ElfSym {
-        name: u32,
-        info: u8,
-        other: u8,
-        shndx: u16,
-        value: u64,
-        size: u64,
-    }
-    const RTLD_DL_SYMENT: libc::c_int = 1;
-    unsafe {
-        let found = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
-        if found.is_null() {
-            return false;
-        }
-        let mut a: libc::Dl_info = core::mem::zeroed();
-        let mut b: libc::Dl_info = core::mem::zeroed();
-        let mut sym: *const ElfSym = core::ptr::null();
-        let here = malloc_defined_before_us as *const libc::c_void;
-        if libc::dladdr1(found, &mut a, &mut sym as *mut _ as *mut *mut libc::c_void, RTLD_DL_SYMENT) == 0
-            || libc::dladdr(here, &mut b) == 0
-        {
-            return false;
-        }
-        let defined = !sym.is_null() && (*sym).shndx != 0 && a.dli_saddr == found;
-        defined && a.dli_fbase != b.dli_fbase
-    }
-}
-
-/// .init_array: start the recorder, hook fork and exit, and warn about a program that
-/// brings its own malloc.
+/// .init_array: patch the program's own allocator if it brings one, start the recorder,
+/// hook fork and exit.
 extern "C" fn constructor() {
     let t = tls::get();
     t.busy += 1;
     ensure_init();
-    if malloc_defined_before_us() {
-        say(&format!(
-            "shim: {} defines its own malloc: calls inside it bypass LD_PRELOAD and will not be seen",
-            exe_path()
-        ));
-    }
+    // Before the recorder thread starts: patching needs the process to have one thread.
+    crate::patch::install(choice(), tracing());
     if tracing() {
+        rewrite_header();
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
             libc::atexit(final_flush);

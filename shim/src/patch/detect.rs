@@ -1,0 +1,273 @@
+//! Finding the allocators a program brings: the symbol tables (`.symtab` and `.dynsym`) of
+//! the executable and of the libraries loaded with it, read with the `object` crate from
+//! the files as mapped, before the executable's own constructors run.
+use super::entries::{self, Kind, CXX, JEMALLOC, MIMALLOC, STANDARD, TCMALLOC};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use std::collections::HashMap;
+
+/// One entry point to patch (aliases, several names at one address, are one entry).
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: String,
+    pub addr: usize,
+    /// The function's size from its symbol (0: unknown).
+    pub size: usize,
+    pub kind: Kind,
+}
+
+/// An allocator linked into one file.
+#[derive(Clone, Debug)]
+pub struct Family {
+    /// "jemalloc", "mimalloc", "tcmalloc", or "malloc" (a malloc family of unknown make).
+    pub name: &'static str,
+    pub prefix: String,
+    pub file: String,
+    pub entries: Vec<Entry>,
+    /// Functions of the family that hand out or take back blocks and have no wrapper.
+    pub unhandled: Vec<String>,
+    /// Why it cannot be patched at all, if it cannot.
+    pub problem: Option<String>,
+}
+
+/// What a scan of the loaded files found.
+#[derive(Default, Debug)]
+pub struct Scan {
+    pub families: Vec<Family>,
+    /// Files with no `.symtab` whose data names an allocator (`<jemalloc>`...): one may be
+    /// linked in, unseen.
+    pub stripped: Vec<(String, &'static str)>,
+}
+
+/// Runtime libraries that are not a program's allocator (libc's malloc is what LD_PRELOAD
+/// replaces; libstdc++'s operator new calls malloc).
+const SYSTEM: &[&str] = &[
+    "linux-vdso", "ld-linux", "/libc.so", "/libm.so", "/libpthread.so", "/libdl.so", "/librt.so",
+    "/libgcc_s.so", "/libstdc++.so", "/libutil.so", "/libresolv.so",
+];
+
+/// The loaded objects: (path, load bias). The executable first.
+fn loaded_objects() -> Vec<(String, usize)> {
+    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _: usize, data: *mut libc::c_void) -> i32 {
+        let v = unsafe { &mut *(data as *mut Vec<(String, usize)>) };
+        let info = unsafe { &*info };
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            unsafe { core::ffi::CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+        };
+        v.push((name, info.dlpi_addr as usize));
+        0
+    }
+    let mut v: Vec<(String, usize)> = Vec::new();
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut _ as *mut libc::c_void) };
+    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let own = own_path();
+    let mut out = Vec::new();
+    for (i, (name, bias)) in v.into_iter().enumerate() {
+        if i == 0 && name.is_empty() {
+            out.push((exe.clone(), bias));
+        } else if !name.is_empty() && name != own && !SYSTEM.iter().any(|s| name.contains(s)) {
+            out.push((name, bias));
+        }
+    }
+    out
+}
+
+/// This library's own path.
+fn own_path() -> String {
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let here = own_path as *const libc::c_void;
+    if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+        return String::new();
+    }
+    unsafe { core::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned()
+}
+
+/// A file mapped read-only for as long as it is parsed.
+struct Mapped {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+impl Mapped {
+    fn open(path: &str) -> Option<Mapped> {
+        let c = std::ffi::CString::new(path).ok()?;
+        unsafe {
+            let fd = libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let mut st: libc::stat = core::mem::zeroed();
+            let len = if libc::fstat(fd, &mut st) == 0 { st.st_size as usize } else { 0 };
+            let ptr = if len > 0 {
+                libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, fd, 0)
+            } else {
+                libc::MAP_FAILED
+            };
+            libc::close(fd);
+            (ptr != libc::MAP_FAILED).then_some(Mapped { ptr, len })
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        unsafe { core::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// A defined function: address (load bias added) and size.
+#[derive(Clone, Copy)]
+struct Sym {
+    addr: usize,
+    size: usize,
+}
+
+/// Reads every loaded file's symbols and finds the allocators they define.
+pub fn scan() -> Scan {
+    let mut out = Scan::default();
+    for (i, (path, bias)) in loaded_objects().into_iter().enumerate() {
+        let Some(m) = Mapped::open(&path) else { continue };
+        let Ok(file) = object::File::parse(m.bytes()) else { continue };
+        let mut syms: HashMap<String, Sym> = HashMap::new();
+        let has_symtab = file.section_by_name(".symtab").is_some();
+        for s in file.symbols().chain(file.dynamic_symbols()) {
+            if s.kind() != SymbolKind::Text || !s.is_definition() || is_ifunc(&s) {
+                continue;
+            }
+            let Ok(name) = s.name() else { continue };
+            // Versioned .dynsym names ("malloc@@VER") are not what programs define.
+            if name.contains('@') {
+                continue;
+            }
+            syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
+        }
+        let is_exe = i == 0;
+        let found = families(&syms, &path, is_exe);
+        if found.is_empty() && !has_symtab {
+            if let Some(name) = marker(&file) {
+                out.stripped.push((path.clone(), name));
+            }
+        }
+        out.families.extend(found);
+    }
+    out
+}
+
+fn is_ifunc(s: &object::Symbol<'_, '_>) -> bool {
+    match s.flags() {
+        object::SymbolFlags::Elf { st_info, .. } => st_info & 0xf == object::elf::STT_GNU_IFUNC,
+        _ => false,
+    }
+}
+
+/// An allocator's own words in a file's read-only data.
+fn marker(file: &object::File<'_>) -> Option<&'static str> {
+    let data = file.section_by_name(".rodata")?.data().ok()?;
+    let find = |needle: &[u8]| data.windows(needle.len()).any(|w| w == needle);
+    if find(b"<jemalloc>") {
+        Some("jemalloc")
+    } else if find(b"mimalloc: ") {
+        Some("mimalloc")
+    } else if find(b"tcmalloc: ") {
+        Some("tcmalloc")
+    } else {
+        None
+    }
+}
+
+/// The allocator families one file defines.
+fn families(syms: &HashMap<String, Sym>, path: &str, is_exe: bool) -> Vec<Family> {
+    let has = |n: &str| syms.contains_key(n);
+    let mut fams = Vec::new();
+    // jemalloc under any prefix: <P>mallocx beside <P>sdallocx or <P>dallocx.
+    let mut je_prefixes: Vec<String> = syms
+        .keys()
+        .filter_map(|n| n.strip_suffix("mallocx"))
+        .filter(|p| has(&format!("{p}sdallocx")) || has(&format!("{p}dallocx")))
+        .map(str::to_string)
+        .collect();
+    je_prefixes.sort();
+    let standard_here = has("malloc") && has("free");
+    let mut standard_claimed = false;
+    for p in &je_prefixes {
+        let mut tables: Vec<(&[(&str, Kind)], &str)> = vec![(STANDARD, p), (JEMALLOC, p)];
+        if p.is_empty() {
+            standard_claimed = true;
+            tables.push((CXX, ""));
+        }
+        fams.push(family("jemalloc", p, &tables, syms, path, is_exe));
+    }
+    if has("tc_malloc") || has("tc_new") {
+        let mut tables: Vec<(&[(&str, Kind)], &str)> = vec![(TCMALLOC, "")];
+        if standard_here && !standard_claimed {
+            standard_claimed = true;
+            tables.push((STANDARD, ""));
+            tables.push((CXX, ""));
+        }
+        fams.push(family("tcmalloc", "tc_", &tables, syms, path, is_exe));
+    }
+    if has("mi_malloc") || has("mi_free") || has("mi_malloc_aligned") {
+        let mut tables: Vec<(&[(&str, Kind)], &str)> = vec![(MIMALLOC, "")];
+        if standard_here && !standard_claimed {
+            standard_claimed = true;
+            tables.push((STANDARD, ""));
+            tables.push((CXX, ""));
+        }
+        let mut f = family("mimalloc", "mi_", &tables, syms, path, is_exe);
+        f.unhandled = syms.keys().filter(|n| entries::mimalloc_unhandled(n)).cloned().collect();
+        f.unhandled.sort();
+        fams.push(f);
+    }
+    if standard_here && !standard_claimed && is_exe {
+        fams.push(family("malloc", "", &[(STANDARD, ""), (CXX, "")], syms, path, is_exe));
+    }
+    fams.retain(|f| !f.entries.is_empty());
+    fams
+}
+
+/// The entries of `tables` that the file defines, one per address. In a library, the
+/// standard and C++ names are left out: LD_PRELOAD already comes before them.
+fn family(
+    name: &'static str,
+    prefix: &str,
+    tables: &[(&[(&str, Kind)], &str)],
+    syms: &HashMap<String, Sym>,
+    path: &str,
+    is_exe: bool,
+) -> Family {
+    let mut by_addr: HashMap<usize, Entry> = HashMap::new();
+    let mut problem = None;
+    for &(table, p) in tables {
+        let preloadable = p.is_empty() && (core::ptr::eq(table, STANDARD) || core::ptr::eq(table, CXX));
+        if preloadable && !is_exe {
+            continue;
+        }
+        for &(n, kind) in table {
+            let full = format!("{p}{n}");
+            let Some(s) = syms.get(&full) else { continue };
+            match by_addr.get(&s.addr) {
+                Some(e) if e.kind != kind => {
+                    problem = Some(format!("{} and {full} share an address but differ in meaning", e.name));
+                }
+                Some(_) => {}
+                None => {
+                    by_addr.insert(s.addr, Entry { name: full, addr: s.addr, size: s.size, kind });
+                }
+            }
+        }
+    }
+    let mut entries: Vec<Entry> = by_addr.into_values().collect();
+    entries.sort_by_key(|e| e.addr);
+    Family {
+        name,
+        prefix: prefix.to_string(),
+        file: path.to_string(),
+        entries,
+        unhandled: Vec::new(),
+        problem,
+    }
+}

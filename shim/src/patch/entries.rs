@@ -1,0 +1,230 @@
+//! The entry points of the allocators programs link in, by name: what each takes and what it
+//! does ([`Kind`]), so that one wrapper per kind can record it and, when switched, serve it
+//! from the shim's backend with the same semantics.
+
+/// What an entry point does, and its arguments (the digit is their number).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Kind {
+    /// malloc(size)
+    Alloc1,
+    /// mi_zalloc(size): zeroed
+    Zalloc1,
+    /// calloc(count, size)
+    Calloc2,
+    /// mi_mallocn(count, size): overflow-checked, not zeroed
+    Mallocn2,
+    /// realloc(p, size)
+    Realloc2,
+    /// mi_reallocf(p, size): frees p when it fails
+    Reallocf2,
+    /// mi_expand(p, size): in place or NULL
+    Expand2,
+    /// reallocarray(p, count, size)
+    Reallocarray3,
+    /// free(p)
+    Free1,
+    /// free(p, x): dallocx(p, flags), delete(p, nothrow), delete(p, align)
+    Free2,
+    /// free(p, x, y): delete(p, align, nothrow)
+    Free3,
+    /// free(p, size): sized delete, free_sized, mi_free_size
+    FreeSized2,
+    /// free(p, size, x): sdallocx(p, size, flags), delete(p, size, align)
+    FreeSized3,
+    /// free_aligned_sized(p, align, size)
+    FreeAlignedSized3,
+    /// posix_memalign(out, align, size)
+    PosixMemalign3,
+    /// aligned_alloc(align, size)
+    AlignedAlloc2,
+    /// memalign(align, size)
+    Memalign2,
+    /// valloc(size)
+    Valloc1,
+    /// pvalloc(size)
+    Pvalloc1,
+    /// malloc_usable_size(p)
+    Usable1,
+    /// mi_good_size(size)
+    GoodSize1,
+    /// mi_malloc_aligned(size, align)
+    AllocAligned2,
+    /// mi_zalloc_aligned(size, align)
+    ZallocAligned2,
+    /// mi_calloc_aligned(count, size, align)
+    CallocAligned3,
+    /// mi_realloc_aligned(p, size, align)
+    ReallocAligned3,
+    /// mallocx(size, flags)
+    Mallocx2,
+    /// rallocx(p, size, flags)
+    Rallocx3,
+    /// xallocx(p, size, extra, flags)
+    Xallocx4,
+    /// sallocx(p, flags)
+    Sallocx2,
+    /// nallocx(size, flags)
+    Nallocx2,
+    /// mallctl(name, oldp, oldlenp, newp, newlen)
+    Mallctl5,
+    /// mallctlnametomib(name, mibp, miblenp)
+    Nametomib3,
+    /// mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen)
+    Bymib6,
+    /// operator new(size), throwing
+    CxxNew1,
+    /// operator new(size, nothrow)
+    CxxNewNothrow2,
+    /// operator new(size, align), throwing
+    CxxNewAligned2,
+    /// operator new(size, align, nothrow)
+    CxxNewAlignedNothrow3,
+}
+
+pub const KINDS: usize = Kind::CxxNewAlignedNothrow3 as usize + 1;
+
+use Kind::*;
+
+/// The standard C names, as a library that replaces malloc defines them (and as jemalloc,
+/// tcmalloc and mimalloc define them under their prefixes).
+pub const STANDARD: &[(&str, Kind)] = &[
+    ("malloc", Alloc1),
+    ("calloc", Calloc2),
+    ("realloc", Realloc2),
+    ("free", Free1),
+    ("cfree", Free1),
+    ("posix_memalign", PosixMemalign3),
+    ("aligned_alloc", AlignedAlloc2),
+    ("memalign", Memalign2),
+    ("valloc", Valloc1),
+    ("pvalloc", Pvalloc1),
+    ("malloc_usable_size", Usable1),
+    ("reallocarray", Reallocarray3),
+    ("free_sized", FreeSized2),
+    ("free_aligned_sized", FreeAlignedSized3),
+];
+
+/// jemalloc's non-standard API (after its prefix).
+pub const JEMALLOC: &[(&str, Kind)] = &[
+    ("mallocx", Mallocx2),
+    ("rallocx", Rallocx3),
+    ("xallocx", Xallocx4),
+    ("sallocx", Sallocx2),
+    ("dallocx", Free2),
+    ("sdallocx", FreeSized3),
+    ("nallocx", Nallocx2),
+    ("mallctl", Mallctl5),
+    ("mallctlnametomib", Nametomib3),
+    ("mallctlbymib", Bymib6),
+];
+
+/// gperftools' tcmalloc (`tc_` names; the standard and C++ names are aliases of these).
+pub const TCMALLOC: &[(&str, Kind)] = &[
+    ("tc_malloc", Alloc1),
+    ("tc_malloc_skip_new_handler", Alloc1),
+    ("tc_free", Free1),
+    ("tc_cfree", Free1),
+    ("tc_free_sized", FreeSized2),
+    ("tc_calloc", Calloc2),
+    ("tc_realloc", Realloc2),
+    ("tc_memalign", Memalign2),
+    ("tc_posix_memalign", PosixMemalign3),
+    ("tc_valloc", Valloc1),
+    ("tc_pvalloc", Pvalloc1),
+    ("tc_malloc_size", Usable1),
+    ("tc_new", CxxNew1),
+    ("tc_newarray", CxxNew1),
+    ("tc_new_nothrow", CxxNewNothrow2),
+    ("tc_newarray_nothrow", CxxNewNothrow2),
+    ("tc_delete", Free1),
+    ("tc_deletearray", Free1),
+    ("tc_delete_sized", FreeSized2),
+    ("tc_deletearray_sized", FreeSized2),
+    ("tc_delete_nothrow", Free2),
+    ("tc_deletearray_nothrow", Free2),
+    ("tc_new_aligned", CxxNewAligned2),
+    ("tc_newarray_aligned", CxxNewAligned2),
+    ("tc_new_aligned_nothrow", CxxNewAlignedNothrow3),
+    ("tc_newarray_aligned_nothrow", CxxNewAlignedNothrow3),
+    ("tc_delete_aligned", Free2),
+    ("tc_deletearray_aligned", Free2),
+    ("tc_delete_sized_aligned", FreeSized3),
+    ("tc_deletearray_sized_aligned", FreeSized3),
+    ("tc_delete_aligned_nothrow", Free3),
+    ("tc_deletearray_aligned_nothrow", Free3),
+];
+
+/// mimalloc's API as C programs and the Rust `mimalloc` crate call it.
+pub const MIMALLOC: &[(&str, Kind)] = &[
+    ("mi_malloc", Alloc1),
+    ("mi_malloc_small", Alloc1),
+    ("mi_zalloc", Zalloc1),
+    ("mi_zalloc_small", Zalloc1),
+    ("mi_calloc", Calloc2),
+    ("mi_mallocn", Mallocn2),
+    ("mi_realloc", Realloc2),
+    ("mi_reallocf", Reallocf2),
+    ("mi_expand", Expand2),
+    ("mi_reallocn", Reallocarray3),
+    ("mi_reallocarray", Reallocarray3),
+    ("mi_free", Free1),
+    ("mi_cfree", Free1),
+    ("mi_free_size", FreeSized2),
+    ("mi_free_aligned", Free2),
+    ("mi_free_size_aligned", FreeSized3),
+    ("mi_usable_size", Usable1),
+    ("mi_malloc_usable_size", Usable1),
+    ("mi_good_size", GoodSize1),
+    ("mi_malloc_aligned", AllocAligned2),
+    ("mi_zalloc_aligned", ZallocAligned2),
+    ("mi_calloc_aligned", CallocAligned3),
+    ("mi_realloc_aligned", ReallocAligned3),
+    ("mi_posix_memalign", PosixMemalign3),
+    ("mi_memalign", Memalign2),
+    ("mi_aligned_alloc", AlignedAlloc2),
+    ("mi_valloc", Valloc1),
+    ("mi_pvalloc", Pvalloc1),
+];
+
+/// The C++ allocation operators (Itanium names), part of an allocator that defines them
+/// beside malloc in the same file.
+pub const CXX: &[(&str, Kind)] = &[
+    ("_Znwm", CxxNew1),
+    ("_Znam", CxxNew1),
+    ("_ZnwmRKSt9nothrow_t", CxxNewNothrow2),
+    ("_ZnamRKSt9nothrow_t", CxxNewNothrow2),
+    ("_ZnwmSt11align_val_t", CxxNewAligned2),
+    ("_ZnamSt11align_val_t", CxxNewAligned2),
+    ("_ZnwmSt11align_val_tRKSt9nothrow_t", CxxNewAlignedNothrow3),
+    ("_ZnamSt11align_val_tRKSt9nothrow_t", CxxNewAlignedNothrow3),
+    ("_ZdlPv", Free1),
+    ("_ZdaPv", Free1),
+    ("_ZdlPvm", FreeSized2),
+    ("_ZdaPvm", FreeSized2),
+    ("_ZdlPvRKSt9nothrow_t", Free2),
+    ("_ZdaPvRKSt9nothrow_t", Free2),
+    ("_ZdlPvSt11align_val_t", Free2),
+    ("_ZdaPvSt11align_val_t", Free2),
+    ("_ZdlPvmSt11align_val_t", FreeSized3),
+    ("_ZdaPvmSt11align_val_t", FreeSized3),
+    ("_ZdlPvSt11align_val_tRKSt9nothrow_t", Free3),
+    ("_ZdaPvSt11align_val_tRKSt9nothrow_t", Free3),
+];
+
+/// Looks `name` up in `table` after stripping `prefix`.
+pub fn lookup(table: &[(&str, Kind)], prefix: &str, name: &str) -> Option<Kind> {
+    let rest = name.strip_prefix(prefix)?;
+    table.iter().find(|(n, _)| *n == rest).map(|&(_, k)| k)
+}
+
+/// A mimalloc function that hands out or takes back blocks but has no wrapper here (its
+/// heap API, strdup and the like): a family that has one is recorded without it and is
+/// not switched (its blocks would reach the backend's free).
+pub fn mimalloc_unhandled(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("mi_") else { return false };
+    lookup(MIMALLOC, "", name).is_none()
+        && ["alloc", "new", "strdup", "strndup", "realpath", "expand", "free", "heap_destroy", "heap_delete"]
+            .iter()
+            .any(|w| rest.contains(w))
+}
