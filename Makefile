@@ -1,6 +1,7 @@
 # make          build target/release/libshim.so and target/release/shimlog
 # make demo     build, run the bundled workload under the shim, show what its log says
 # make test     every test (unit, property, integration with real programs)
+# make ownalloc the programs that bring their own allocator (target/ownalloc/bin), for the tests
 # make bench    the benchmarks; rewrites BENCHMARKS.md and bench/results.json
 
 SHELL   := /bin/bash
@@ -11,7 +12,16 @@ SHIMLOG := $(REL)/shimlog
 DEMO    := target/demo
 BACKEND ?= jemalloc
 
-.PHONY: all build demo test bench clean
+# Programs that bring their own allocator (itest/tests/own_allocator.rs, the demo): the
+# validator workload in three builds (its own cargo workspace, never the main one) and the C/C++
+# programs of tests/ownalloc. A cold build takes a few minutes (jemalloc twice); then cached.
+OWN      := target/ownalloc
+OWNBIN   := $(OWN)/bin
+VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
+# Arguments of the validator in `make demo`: ITERATIONS THREADS.
+DEMO_VALIDATOR_ARGS ?= 60000 4
+
+.PHONY: all build demo test bench clean ownalloc
 
 all: build
 
@@ -22,7 +32,29 @@ $(DEMO)/demo: workloads/demo.c
 	@mkdir -p $(DEMO)
 	cc -O2 -g -pthread -o $@ $<
 
-demo: build $(DEMO)/demo
+# One cargo build at a time in the validator's target dir (the features differ, the output
+# path does not), and each copy checked to be the build it is named after.
+define validator_build
+	@mkdir -p $(OWNBIN)
+	flock $(OWN)/cargo.lock sh -c '$(CARGO) build --release --manifest-path workloads/validator/Cargo.toml \
+	  --target-dir $(OWN)/cargo --no-default-features --features $(1) && \
+	  cp $(OWN)/cargo/release/validator $@.tmp'
+	test "$$($@.tmp --which)" = $(2) && mv $@.tmp $@
+endef
+
+$(OWNBIN)/validator-je: $(VALIDATOR_SRC)
+	$(call validator_build,je-unprefixed,jemalloc-unprefixed)
+
+$(OWNBIN)/validator-rjem: $(VALIDATOR_SRC)
+	$(call validator_build,je-prefixed,jemalloc-prefixed)
+
+$(OWNBIN)/validator-mi: $(VALIDATOR_SRC)
+	$(call validator_build,mimalloc,mimalloc)
+
+ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi
+	bash tests/ownalloc/build.sh
+
+demo: build $(DEMO)/demo $(OWNBIN)/validator-je
 	@rm -f $(DEMO)/demo.*.shimlog
 	@echo "== running workloads/demo.c under the shim (SHIM_BACKEND=$(BACKEND))"
 	LD_PRELOAD=$(CURDIR)/$(SHIM) SHIM_BACKEND=$(BACKEND) SHIM_LOG=$(CURDIR)/$(DEMO)/demo.%p.shimlog $(DEMO)/demo
@@ -30,11 +62,20 @@ demo: build $(DEMO)/demo
 	$(SHIMLOG) stats $(DEMO)/demo.*.shimlog
 	@echo "== shimlog replay (the same log against every backend)"
 	$(SHIMLOG) replay $(DEMO)/demo.*.shimlog
+	@rm -f $(DEMO)/validator.*.shimlog
+	@echo "== running workloads/validator (Rust, its own unprefixed jemalloc linked in) under the shim:"
+	@echo "   SHIM_BACKEND unset, so it keeps its own allocator, every call recorded"
+	env -u SHIM_BACKEND LD_PRELOAD=$(CURDIR)/$(SHIM) SHIM_LOG=$(CURDIR)/$(DEMO)/validator.%p.shimlog \
+	  $(OWNBIN)/validator-je $(DEMO_VALIDATOR_ARGS)
+	@echo "== shimlog stats"
+	$(SHIMLOG) stats $(DEMO)/validator.*.shimlog
+	@echo "== shimlog replay"
+	$(SHIMLOG) replay $(DEMO)/validator.*.shimlog
 
 # Unit and property tests build in the dev profile; the integration tests (itest/, the
 # shimlog tests) run the release libshim.so and shimlog, built first. The bench programs
 # then run once briefly (no figures), to check they still work.
-test: build
+test: build ownalloc
 	set -o pipefail; $(CARGO) test --workspace --no-fail-fast 2>&1 | tee target/test.log
 	bash bench/run.sh --smoke
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log

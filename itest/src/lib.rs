@@ -222,6 +222,40 @@ pub fn preload(cmd: &mut Command, backend: &str, dir: &Path) {
         .env("SHIM_LOG", dir.join("%e.%p.shimlog"));
 }
 
+/// A program of tests/ownalloc or workloads/validator, as `make ownalloc` builds them into
+/// `<workspace>/target/ownalloc/bin` (or `$OWNALLOC_BIN`).
+pub fn ownalloc_bin(name: &str) -> PathBuf {
+    let dir = match std::env::var_os("OWNALLOC_BIN") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => workspace_root().join("target/ownalloc/bin"),
+    };
+    let p = dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} not found: build the programs that bring their own allocator with `make ownalloc` \
+         (tests/ownalloc/build.sh and the validator variants; `make test` does it first)",
+        p.display()
+    );
+    p
+}
+
+/// [`run_traced`] with SHIM_BACKEND set to `backend`, or left unset when `None` (a program that
+/// brings its own allocator keeps it).
+pub fn run_traced_mode(backend: Option<&str>, make: impl FnOnce() -> Command) -> Traced {
+    let dir = tempfile::Builder::new()
+        .prefix("itest-logs-")
+        .tempdir()
+        .expect("tempdir");
+    let mut cmd = make();
+    cmd.env("LD_PRELOAD", shim_lib())
+        .env("SHIM_LOG", dir.path().join("%e.%p.shimlog"));
+    if let Some(b) = backend {
+        cmd.env("SHIM_BACKEND", b);
+    }
+    let out = run(cmd);
+    Traced { out, dir }
+}
+
 /// Runs the command `make()` builds under the shim with `backend`, logs in a fresh directory.
 pub fn run_traced(backend: &str, make: impl FnOnce() -> Command) -> Traced {
     let dir = tempfile::Builder::new()
@@ -373,7 +407,7 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
         }
         // The block given back, if any.
         let freed = match e.op {
-            Op::Free if e.ptr != 0 => Some(e.ptr),
+            Op::Free | Op::FreeSized if e.ptr != 0 => Some(e.ptr),
             Op::Realloc | Op::Reallocarray if e.old != 0 && (e.ptr != 0 || e.requested() == 0) => {
                 Some(e.old)
             }

@@ -29,7 +29,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 #[cfg(any(
     all(feature = "je-unprefixed", feature = "mimalloc"),
@@ -298,10 +298,12 @@ fn digest(m: &Msg) -> u64 {
 }
 
 /// Blocks once on a channel nobody sends on, so that the thread's channel context exists in
-/// every run (see the module comment).
+/// every run (see the module comment). A zero-capacity channel: its receive goes straight to
+/// the blocking path when no sender waits (a list channel spins first and may see its
+/// deadline pass before it gets there, when the thread is preempted while spinning).
 fn block_once() {
-    let (_tx, rx) = unbounded::<()>();
-    let _ = rx.recv_timeout(Duration::from_millis(2));
+    let (_tx, rx) = bounded::<()>(0);
+    let _ = rx.recv_timeout(Duration::ZERO);
 }
 
 fn worker(
