@@ -1,5 +1,5 @@
-//! glibc's allocator, reached through its `__libc_*` entry points so that the shim's own
-//! exported `malloc` family is never called back.
+//! glibc's allocator, reached through its `__libc_*` entry points (libc's own, see [`FNS`]) so
+//! that the shim's own exported `malloc` family is never called back.
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -22,6 +22,9 @@ unsafe extern "C" {
 static USABLE: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn init() {
+    for i in 0..FNS.len() {
+        entry(i);
+    }
     if USABLE.load(Relaxed) == 0 {
         let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) };
         let f = if f.is_null() {
@@ -33,25 +36,63 @@ pub(crate) fn init() {
     }
 }
 
+/// glibc's own entry points, found with dlsym(RTLD_NEXT): a program can define
+/// `__libc_malloc` and the like itself (gperftools' tcmalloc does, to catch glibc's internal
+/// calls), and a plain reference would bind to the program's.
+static FNS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+const MALLOC: usize = 0;
+const CALLOC: usize = 1;
+const REALLOC: usize = 2;
+const FREE: usize = 3;
+const MEMALIGN: usize = 4;
+
+#[inline(always)]
+fn entry(i: usize) -> usize {
+    match FNS[i].load(Relaxed) {
+        0 => resolve(i),
+        f => f,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn resolve(i: usize) -> usize {
+    let names = [c"__libc_malloc", c"__libc_calloc", c"__libc_realloc", c"__libc_free", c"__libc_memalign"];
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, names[i].as_ptr()) } as usize;
+    let f = if f != 0 {
+        f
+    } else {
+        [libc_malloc as *const () as usize, libc_calloc as *const () as usize, libc_realloc as *const () as usize,
+            libc_free as *const () as usize, libc_memalign as *const () as usize][i]
+    };
+    FNS[i].store(f, Relaxed);
+    f
+}
+
 #[inline(always)]
 pub(crate) unsafe fn malloc(size: usize) -> *mut c_void {
-    unsafe { libc_malloc(size) }
+    let f: unsafe extern "C" fn(usize) -> *mut c_void = unsafe { core::mem::transmute(entry(MALLOC)) };
+    unsafe { f(size) }
 }
 #[inline(always)]
 pub(crate) unsafe fn calloc(n: usize, size: usize) -> *mut c_void {
-    unsafe { libc_calloc(n, size) }
+    let f: unsafe extern "C" fn(usize, usize) -> *mut c_void = unsafe { core::mem::transmute(entry(CALLOC)) };
+    unsafe { f(n, size) }
 }
 #[inline(always)]
 pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    unsafe { libc_realloc(p, size) }
+    let f: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void = unsafe { core::mem::transmute(entry(REALLOC)) };
+    unsafe { f(p, size) }
 }
 #[inline(always)]
 pub(crate) unsafe fn free(p: *mut c_void) {
-    unsafe { libc_free(p) }
+    let f: unsafe extern "C" fn(*mut c_void) = unsafe { core::mem::transmute(entry(FREE)) };
+    unsafe { f(p) }
 }
 #[inline(always)]
 pub(crate) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
-    unsafe { libc_memalign(align, size) }
+    let f: unsafe extern "C" fn(usize, usize) -> *mut c_void = unsafe { core::mem::transmute(entry(MEMALIGN)) };
+    unsafe { f(align, size) }
 }
 #[inline]
 pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {

@@ -135,7 +135,9 @@ pub fn scan() -> Scan {
         let mut syms: HashMap<String, Sym> = HashMap::new();
         let has_symtab = file.section_by_name(".symtab").is_some();
         for s in file.symbols().chain(file.dynamic_symbols()) {
-            if s.kind() != SymbolKind::Text || !s.is_definition() || is_ifunc(&s) {
+            // Static functions (an allocator's internals, e.g. mimalloc's mi_arena_*) are no
+            // entry points.
+            if s.kind() != SymbolKind::Text || !s.is_definition() || s.is_local() || is_ifunc(&s) {
                 continue;
             }
             let Ok(name) = s.name() else { continue };
@@ -147,10 +149,14 @@ pub fn scan() -> Scan {
         }
         let is_exe = i == 0;
         let found = families(&syms, &path, is_exe);
-        if found.is_empty() && !has_symtab {
-            if let Some(name) = marker(&file) {
+        if !has_symtab {
+            // Stripped: .dynsym shows only what the file exports, and an allocator's other
+            // entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
+            // Patching part of it is unsafe: it is left alone, and said so.
+            if let Some(name) = found.first().map(|f| f.name).or_else(|| marker(&file)) {
                 out.stripped.push((path.clone(), name));
             }
+            continue;
         }
         out.families.extend(found);
     }
@@ -250,7 +256,7 @@ fn family(
             let full = format!("{p}{n}");
             let Some(s) = syms.get(&full) else { continue };
             match by_addr.get(&s.addr) {
-                Some(e) if e.kind != kind => {
+                Some(e) if !entries::same_meaning(e.kind, kind) => {
                     problem = Some(format!("{} and {full} share an address but differ in meaning", e.name));
                 }
                 Some(_) => {}

@@ -228,3 +228,10 @@ pub fn mimalloc_unhandled(name: &str) -> bool {
             .iter()
             .any(|w| rest.contains(w))
 }
+
+/// Whether two names at one address can share its wrapper: the same kind, or memalign and
+/// aligned_alloc (gperftools makes one the alias of the other; they differ only in which
+/// arguments glibc rejects).
+pub fn same_meaning(a: Kind, b: Kind) -> bool {
+    a == b || matches!((a, b), (AlignedAlloc2, Memalign2) | (Memalign2, AlignedAlloc2))
+}

@@ -56,11 +56,11 @@ pub fn install(choice: Choice, trace: bool) {
     let scan = detect::scan();
     if let Some((file, fam)) = scan.stripped.first() {
         say(&format!(
-            "shim: {file} has no symbol table (stripped) and contains {fam}: an allocator linked into it cannot be found; its calls are not recorded"
+            "shim: {file} is stripped (no .symtab) and brings its own {fam}, whose entry points cannot all be found: it runs as without the shim, its calls not recorded"
         ));
     }
     if scan.families.is_empty() {
-        if choice == Choice::Own {
+        if choice == Choice::Own && scan.stripped.is_empty() {
             say("shim: SHIM_BACKEND=own, but the program brings no allocator of its own; glibc serves it");
         }
         return;
