@@ -148,7 +148,12 @@ pub fn scan() -> Scan {
             syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
         }
         let is_exe = i == 0;
-        let found = families(&syms, &path, is_exe);
+        let mut found = families(&syms, &path, is_exe);
+        for f in found.iter_mut().filter(|f| !f.unhandled.is_empty()) {
+            let targets: Vec<(usize, String)> =
+                f.unhandled.iter().filter_map(|n| syms.get(n).map(|s| (s.addr, n.clone()))).collect();
+            f.unhandled = called_from_outside(&file, bias, &targets, "mi_");
+        }
         if !has_symtab {
             // Stripped: .dynsym shows only what the file exports, and an allocator's other
             // entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
@@ -276,4 +281,44 @@ fn family(
         unhandled: Vec::new(),
         problem,
     }
+}
+
+/// Which of `targets` (address, name) code outside the allocator calls or jumps to directly
+/// (a `call`/`jmp rel32` from a function whose name does not start with `own` or `_own`):
+/// those the program itself may call. The scan is of the bytes, so it can see a call where
+/// there is none (never the reverse): at worst a switch is refused that was safe.
+fn called_from_outside(file: &object::File<'_>, bias: usize, targets: &[(usize, String)], own: &str) -> Vec<String> {
+    // Every function of the file, by address, to tell whose code a call site is in.
+    let mut funcs: Vec<(usize, usize, bool)> = file
+        .symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+        .map(|s| {
+            let name = s.name().unwrap_or("");
+            let inside = name.starts_with(own) || name.strip_prefix('_').is_some_and(|n| n.starts_with(own));
+            (bias + s.address() as usize, s.size() as usize, inside)
+        })
+        .collect();
+    funcs.sort_unstable_by_key(|f| f.0);
+    let inside_allocator = |at: usize| {
+        let i = funcs.partition_point(|f| f.0 <= at);
+        i > 0 && at < funcs[i - 1].0 + funcs[i - 1].1.max(1) && funcs[i - 1].2
+    };
+    let mut called = vec![false; targets.len()];
+    for sec in file.sections().filter(|s| s.kind() == object::SectionKind::Text) {
+        let Ok(data) = sec.data() else { continue };
+        let base = bias + sec.address() as usize;
+        for i in 0..data.len().saturating_sub(4) {
+            if data[i] != 0xE8 && data[i] != 0xE9 {
+                continue;
+            }
+            let rel = i32::from_le_bytes([data[i + 1], data[i + 2], data[i + 3], data[i + 4]]);
+            let to = (base + i + 5).wrapping_add(rel as isize as usize);
+            if let Some(k) = targets.iter().position(|t| t.0 == to) {
+                if !called[k] && !inside_allocator(base + i) {
+                    called[k] = true;
+                }
+            }
+        }
+    }
+    targets.iter().zip(called).filter(|(_, c)| *c).map(|(t, _)| t.1.clone()).collect()
 }
