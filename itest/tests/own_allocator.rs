@@ -174,6 +174,25 @@ const VALIDATOR_MI: Prog = Prog {
     zero: VALIDATOR_ZERO,
     kind: Counts::Validator { sized: false },
 };
+/// The validators again, longer and on more threads (about 80 blocks over 1 MiB, 200,000
+/// calls): the patched entry points under contention.
+const BUSY_ARGS: &[&str] = &["5000", "4"];
+const BUSY_ZERO: &[&str] = &["0", "4"];
+const VALIDATOR_JE_BUSY: Prog = Prog {
+    args: BUSY_ARGS,
+    zero: BUSY_ZERO,
+    ..VALIDATOR_JE
+};
+const VALIDATOR_RJEM_BUSY: Prog = Prog {
+    args: BUSY_ARGS,
+    zero: BUSY_ZERO,
+    ..VALIDATOR_RJEM
+};
+const VALIDATOR_MI_BUSY: Prog = Prog {
+    args: BUSY_ARGS,
+    zero: BUSY_ZERO,
+    ..VALIDATOR_MI
+};
 const C_STATIC_JEMALLOC: Prog = Prog {
     bin: "c_static_jemalloc",
     family: "jemalloc",
@@ -361,6 +380,9 @@ prog_tests! {
     validator_je: VALIDATOR_JE;
     validator_rjem: VALIDATOR_RJEM;
     validator_mi: VALIDATOR_MI;
+    validator_je_busy: VALIDATOR_JE_BUSY;
+    validator_rjem_busy: VALIDATOR_RJEM_BUSY;
+    validator_mi_busy: VALIDATOR_MI_BUSY;
     c_static_jemalloc: C_STATIC_JEMALLOC;
     c_static_jemalloc_ctor: C_STATIC_JEMALLOC_CTOR;
     c_je_prefix: C_JE_PREFIX;
