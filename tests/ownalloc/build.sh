@@ -141,17 +141,19 @@ done
 
 # --- what each program must define for the tests to mean anything (a linker that stopped
 # exporting the malloc family, say, would make the own-allocator tests test nothing).
-defines() { # FILE nm-option SYMBOL...
-  local f=$1 opt=$2 s
+defines() { # FILE symtab|dynsym SYMBOL...
+  local f=$1 table=$2 s
+  local opt=()
+  [ "$table" = dynsym ] && opt=(-D)
   shift 2
   for s in "$@"; do
-    nm $opt --defined-only "$bin/$f" 2>/dev/null | awk '{ print $NF }' | grep -qx "$s" ||
-      { echo "build.sh: $f does not define $s (nm $opt)" >&2; exit 1; }
+    nm "${opt[@]}" --defined-only "$bin/$f" 2>/dev/null | awk '{ print $NF }' | grep -x "$s" >/dev/null ||
+      { echo "build.sh: $f does not define $s in its .$table" >&2; exit 1; }
   done
 }
-defines c_static_jemalloc -D malloc free calloc realloc posix_memalign aligned_alloc memalign malloc_usable_size
-defines c_static_jemalloc "" mallocx rallocx sdallocx dallocx nallocx mallctl
-defines c_je_prefix -D je_malloc je_free je_calloc je_realloc je_mallocx je_rallocx je_sdallocx je_dallocx je_mallctl
-defines cxx_static_tcmalloc -D malloc free calloc realloc _Znwm _ZdlPv _ZdlPvm _ZnwmSt11align_val_t
-defines cxx_static_tcmalloc "" tc_malloc tc_free
-defines unpatchable -D malloc free calloc realloc
+defines c_static_jemalloc dynsym malloc free calloc realloc posix_memalign aligned_alloc memalign malloc_usable_size
+defines c_static_jemalloc symtab mallocx rallocx sdallocx dallocx nallocx mallctl
+defines c_je_prefix dynsym je_malloc je_free je_calloc je_realloc je_mallocx je_rallocx je_sdallocx je_dallocx je_mallctl
+defines cxx_static_tcmalloc dynsym malloc free calloc realloc _Znwm _ZdlPv _ZdlPvm _ZnwmSt11align_val_t
+defines cxx_static_tcmalloc symtab tc_malloc tc_free
+defines unpatchable dynsym malloc free calloc realloc
