@@ -94,7 +94,7 @@ if stale "$je_pfx_a" "$je_a"; then
   done
   objcopy --redefine-syms="$work/je_prefix.map" "$work/libjemalloc_tmp.a" "$je_pfx_a.tmp"
   rm -f "$work/libjemalloc_tmp.a"
-  if nm -g --defined-only "$je_pfx_a.tmp" 2>/dev/null | grep -qE ' [TW] (malloc|free|calloc|realloc)$'; then
+  if nm -g --defined-only "$je_pfx_a.tmp" 2>/dev/null | grep -E ' [TW] (malloc|free|calloc|realloc)$' >/dev/null; then
     echo "build.sh: $je_pfx_a.tmp still defines an unprefixed malloc" >&2
     exit 1
   fi
