@@ -160,6 +160,7 @@ fn process_section(
             on_full: h.on_full.clone(),
             clock: h.clock.clone(),
             start_unix_ns: h.start_unix_ns,
+            own_allocators: h.own_allocators.clone(),
         }),
         processes: 1,
         backend: h.backend.clone(),

@@ -91,11 +91,20 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
                 p.ppid,
                 if p.forked { ", forked" } else { "" }
             )?;
+            let reach = if p.own_allocators.iter().any(|a| a.mode != "switched") {
+                " (for the calls LD_PRELOAD reaches)"
+            } else {
+                ""
+            };
             writeln!(
                 w,
-                "   backend {} {}, timing {}, on full: {}, clock {}",
+                "   backend {} {}{reach}, timing {}, on full: {}, clock {}",
                 s.backend, p.backend_version, p.timing, p.on_full, p.clock
-            )
+            )?;
+            for a in &p.own_allocators {
+                writeln!(w, "   allocator: {}", own_allocator(a, &s.backend, &p.exe))?;
+            }
+            Ok(())
         }
         _ => writeln!(
             w,
@@ -462,4 +471,18 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 
 fn ratio(a: u64, b: u64) -> f64 {
     super::slop::ratio(a, b)
+}
+
+/// "the program's own jemalloc 5.3.0 (unprefixed, in the executable), recorded".
+fn own_allocator(a: &recorder::format::OwnAllocator, backend: &str, exe: &str) -> String {
+    let version = if a.version.is_empty() { String::new() } else { format!(" {}", a.version) };
+    let prefix = if a.prefix.is_empty() { "unprefixed".to_string() } else { format!("prefix {}", a.prefix) };
+    let place = if a.file == exe { "in the executable".to_string() } else { format!("in {}", a.file) };
+    let what = match a.mode.as_str() {
+        "recorded" => "its calls recorded".to_string(),
+        "switched" => format!("switched to {backend}"),
+        _ => format!("not recorded: {}", a.note),
+    };
+    let note = if a.mode != "untouched" && !a.note.is_empty() { format!(" ({})", a.note) } else { String::new() };
+    format!("the program's own {}{version} ({prefix}, {place}, {} entry points), {what}{note}", a.family, a.entry_points)
 }

@@ -55,6 +55,10 @@ pub struct Process {
     pub on_full: String,
     pub clock: String,
     pub start_unix_ns: u64,
+    /// Allocators linked into the program, and whether the shim recorded them or switched
+    /// them to `backend` (the log header's own_allocators).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub own_allocators: Vec<recorder::format::OwnAllocator>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug)]
