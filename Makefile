@@ -37,7 +37,7 @@ $(DEMO)/demo: workloads/demo.c
 define validator_build
 	@mkdir -p $(OWNBIN)
 	flock $(OWN)/cargo.lock sh -c '$(CARGO) build --release --manifest-path workloads/validator/Cargo.toml \
-	  --target-dir $(OWN)/cargo --no-default-features --features $(1) && \
+	  --target-dir $(OWN)/cargo --no-default-features --features "$(1)" && \
 	  cp $(OWN)/cargo/release/validator $@.tmp'
 	test "$$($@.tmp --which)" = $(2) && mv $@.tmp $@
 endef
@@ -51,7 +51,12 @@ $(OWNBIN)/validator-rjem: $(VALIDATOR_SRC)
 $(OWNBIN)/validator-mi: $(VALIDATOR_SRC)
 	$(call validator_build,mimalloc,mimalloc)
 
-ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi
+# The same program on the C library's malloc, which LD_PRELOAD reaches: make bench compares
+# what recording costs there with what it costs on the program's own jemalloc.
+$(OWNBIN)/validator-sys: $(VALIDATOR_SRC)
+	$(call validator_build,,system)
+
+ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys
 	bash tests/ownalloc/build.sh
 
 demo: build $(DEMO)/demo $(OWNBIN)/validator-je
@@ -80,7 +85,7 @@ test: build ownalloc
 	bash bench/run.sh --smoke
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log
 
-bench: build
+bench: build ownalloc
 	bash bench/run.sh
 
 clean:

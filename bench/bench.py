@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind  # noqa: E402
 import figures  # noqa: E402
 import logs  # noqa: E402
+import ownalloc  # noqa: E402
 import report  # noqa: E402
 import runner  # noqa: E402
 import stats_speed  # noqa: E402
@@ -321,11 +322,12 @@ def full():
     clocks = clock_cost(500_000, 7)
     levels = zstd_levels(single, single.full // 2, (3, 9))
     stats = stats_speed.measure(5, say)
+    own = ownalloc.measure(rounds, say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
-               "zstd_levels": levels, "stats_speed": stats,
+               "zstd_levels": levels, "stats_speed": stats, "ownalloc": own,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

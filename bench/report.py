@@ -1,6 +1,8 @@
 """The bench's verdicts and write-ups: the targets (met or not, and why), the terminal table
 and BENCHMARKS.md, all computed from the results dict bench.py builds."""
 
+import ownalloc
+
 MICRO = ("single", "prodcons", "realloc_aligned", "demo")
 TITLE = {"off": "SHIM_TRACE=0", "rec": "recording", "rec_all": "recording, SHIM_TIMING=all",
          "heaptrack": "heaptrack"}
@@ -324,6 +326,8 @@ def targets(results):
                 "second thread, which gives the wall-clock rate above on this 2-core machine.")
     out.append({"id": "stats_speed", "target": "shimlog stats >= 20 M events/s on one core",
                 "figure": figure or "n/a", "met": met if st else None, "why": why})
+    for t in ownalloc.targets(results.get("ownalloc")):
+        out.append({"id": "ownalloc", **t})
     return out
 
 
@@ -552,6 +556,9 @@ def markdown(results):
             w(f"| {name} | {n[k]:.1f} | {n[k] / n['total']:.0%} |")
         w(f"| total (stats --one-thread) | {n['total']:.1f} | |")
         w("\nCommands: " + ", ".join(f"`{c}`" for c in sg.get("commands", [])) + ".\n")
+
+    for line in ownalloc.markdown(results.get("ownalloc")):
+        w(line)
 
     d = results.get("drain") or {}
     w("## Recorder drain rate\n")
