@@ -13,7 +13,18 @@ use synth::{dir, header, stats_json, Log};
 /// times, a failed call, cross-thread frees, a burst of frees, a drop, RSS samples and
 /// blocks never freed.
 fn full_log(path: &str, pid: u32) -> String {
-    let mut l = Log::create(path, &header(pid, 0));
+    // A program that brought its own allocator, recorded: the header names it.
+    let mut h = header(pid, 0);
+    h.own_allocators.push(recorder::format::OwnAllocator {
+        family: "jemalloc".into(),
+        prefix: String::new(),
+        version: "5.3.0".into(),
+        file: "/usr/bin/validator".into(),
+        entry_points: 14,
+        mode: "recorded".into(),
+        note: "not recorded: mi_heap_malloc".into(),
+    });
+    let mut l = Log::create(path, &h);
     l.thread(1, 1_000);
     l.thread(2, 1_000);
     let timed = |l: &mut Log, tid, ts, op, a: Args, ns| l.call(tid, ts, op, a, Some(ns));

@@ -60,9 +60,8 @@ pub fn install(choice: Choice, trace: bool) {
         ));
     }
     if scan.families.is_empty() {
-        if choice == Choice::Own && scan.stripped.is_empty() {
-            say("shim: SHIM_BACKEND=own, but the program brings no allocator of its own; glibc serves it");
-        }
+        // SHIM_BACKEND=own in a program without an allocator of its own (a shell script's
+        // children, say) is no mistake: glibc serves it, as it would without the shim.
         return;
     }
     let done = patch_all(&scan.families, switch_to);
