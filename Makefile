@@ -19,7 +19,7 @@ OWN      := target/ownalloc
 OWNBIN   := $(OWN)/bin
 VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
-DEMO_VALIDATOR_ARGS ?= 150000 4
+DEMO_VALIDATOR_ARGS ?= 60000 4
 
 .PHONY: all build demo test bench clean ownalloc
 
