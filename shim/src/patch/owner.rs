@@ -111,11 +111,46 @@ pub fn active() -> bool {
     ACTIVE.load(Relaxed)
 }
 
+/// What a 2 MiB region of the address space holds, cached: the snapshot's ranges interleave
+/// with the backend's mappings, so most frees would otherwise search the ranges.
+const REGION_SHIFT: u32 = 21;
+const CACHE_LEN: usize = 1024;
+static REGIONS: [AtomicUsize; CACHE_LEN] = [const { AtomicUsize::new(0) }; CACHE_LEN];
+/// Region states, in the low two bits of a cache entry (above them, the region number).
+const NEW: usize = 1;
+const OLD: usize = 2;
+const MIXED: usize = 3;
+
 /// True for a block the program's own allocator made (before the switch, or resized by it).
 #[inline(always)]
 pub fn is_old(p: *mut libc::c_void) -> bool {
     let p = p as usize;
-    (p >= LOW.load(Relaxed) && p < HIGH.load(Relaxed) && in_ranges(p)) || adopted(p)
+    let r = p >> REGION_SHIFT;
+    let e = REGIONS[r % CACHE_LEN].load(Relaxed);
+    let state = if e >> 2 == r && e & 3 != 0 { e & 3 } else { classify(r) };
+    match state {
+        NEW => adopted(p),
+        OLD => true,
+        _ => in_ranges(p) || adopted(p),
+    }
+}
+
+/// Whether region `r` lies wholly outside the snapshot, wholly inside it, or across a border;
+/// remembered in the cache.
+#[cold]
+fn classify(r: usize) -> usize {
+    let (a, b) = (r << REGION_SHIFT, (r + 1) << REGION_SHIFT);
+    let n = COUNT.load(Relaxed);
+    let ranges = unsafe { &(&(*(&raw const RANGES)))[..n] };
+    let state = if ranges.iter().any(|&(s, e)| s <= a && b <= e) {
+        OLD
+    } else if ranges.iter().any(|&(s, e)| s < b && a < e) {
+        MIXED
+    } else {
+        NEW
+    };
+    REGIONS[r % CACHE_LEN].store(r << 2 | state, Relaxed);
+    state
 }
 
 fn in_ranges(p: usize) -> bool {
@@ -134,7 +169,7 @@ fn adopted(p: usize) -> bool {
 /// An old block that its own allocator resized to `p`: it stays that allocator's.
 pub fn adopt(p: *mut libc::c_void) {
     let p = p as usize;
-    if p == 0 || (p >= LOW.load(Relaxed) && p < HIGH.load(Relaxed) && in_ranges(p)) {
+    if p == 0 || in_ranges(p) {
         return;
     }
     for a in ADOPTED.iter() {
