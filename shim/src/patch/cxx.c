@@ -46,7 +46,7 @@ __attribute__((noinline)) static void *out_of_memory(size_t n, size_t align) {
 }
 
 #define NEW_GLUE(S)                                                                          \
-    __attribute__((visibility("hidden"))) void *shim_cxx_new_##S(size_t n) {                  \
+    static void *shim_cxx_new_##S(size_t n) {                                            \
         if (shim_cxx_switched()) {                                                           \
             void *p = shim_cxx_new_switched(n, 0);                                           \
             return p ? p : out_of_memory(n, 0);                                              \
@@ -58,7 +58,7 @@ __attribute__((noinline)) static void *out_of_memory(size_t n, size_t align) {
         shim_call_end(&c, p, n, 0);                                                          \
         return p;                                                                            \
     }                                                                                        \
-    __attribute__((visibility("hidden"))) void *shim_cxx_new_aligned_##S(size_t n, size_t al) { \
+    static void *shim_cxx_new_aligned_##S(size_t n, size_t al) {               \
         if (shim_cxx_switched()) {                                                           \
             void *p = shim_cxx_new_switched(n, al);                                          \
             return p ? p : out_of_memory(n, al);                                             \
@@ -79,3 +79,7 @@ NEW_GLUE(4)
 NEW_GLUE(5)
 NEW_GLUE(6)
 NEW_GLUE(7)
+
+#define GLUE_TABLE(name) {name##0, name##1, name##2, name##3, name##4, name##5, name##6, name##7}
+__attribute__((visibility("hidden"))) void *const shim_cxx_new_glue[8] = GLUE_TABLE(shim_cxx_new_);
+__attribute__((visibility("hidden"))) void *const shim_cxx_new_aligned_glue[8] = GLUE_TABLE(shim_cxx_new_aligned_);

@@ -532,22 +532,9 @@ extern "C" fn bymib6<const S: usize>(
 }
 
 unsafe extern "C" {
-    fn shim_cxx_new_0(n: usize) -> *mut c_void;
-    fn shim_cxx_new_1(n: usize) -> *mut c_void;
-    fn shim_cxx_new_2(n: usize) -> *mut c_void;
-    fn shim_cxx_new_3(n: usize) -> *mut c_void;
-    fn shim_cxx_new_4(n: usize) -> *mut c_void;
-    fn shim_cxx_new_5(n: usize) -> *mut c_void;
-    fn shim_cxx_new_6(n: usize) -> *mut c_void;
-    fn shim_cxx_new_7(n: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_0(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_1(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_2(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_3(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_4(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_5(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_6(n: usize, al: usize) -> *mut c_void;
-    fn shim_cxx_new_aligned_7(n: usize, al: usize) -> *mut c_void;
+    /// The C glue's throwing `operator new` wrappers, one per slot (cxx.c).
+    static shim_cxx_new_glue: [usize; SLOTS];
+    static shim_cxx_new_aligned_glue: [usize; SLOTS];
 }
 
 macro_rules! slots {
@@ -602,27 +589,9 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         Mallctl5 => slots!(mallctl5),
         Nametomib3 => slots!(nametomib3),
         Bymib6 => slots!(bymib6),
-        CxxNew1 => [
-            shim_cxx_new_0 as *const () as usize,
-            shim_cxx_new_1 as *const () as usize,
-            shim_cxx_new_2 as *const () as usize,
-            shim_cxx_new_3 as *const () as usize,
-            shim_cxx_new_4 as *const () as usize,
-            shim_cxx_new_5 as *const () as usize,
-            shim_cxx_new_6 as *const () as usize,
-            shim_cxx_new_7 as *const () as usize,
-        ],
+        CxxNew1 => unsafe { shim_cxx_new_glue },
         CxxNewNothrow2 => slots!(cxx_new_nothrow2),
-        CxxNewAligned2 => [
-            shim_cxx_new_aligned_0 as *const () as usize,
-            shim_cxx_new_aligned_1 as *const () as usize,
-            shim_cxx_new_aligned_2 as *const () as usize,
-            shim_cxx_new_aligned_3 as *const () as usize,
-            shim_cxx_new_aligned_4 as *const () as usize,
-            shim_cxx_new_aligned_5 as *const () as usize,
-            shim_cxx_new_aligned_6 as *const () as usize,
-            shim_cxx_new_aligned_7 as *const () as usize,
-        ],
+        CxxNewAligned2 => unsafe { shim_cxx_new_aligned_glue },
         CxxNewAlignedNothrow3 => slots!(cxx_new_aligned_nothrow3),
     };
     all[slot]
