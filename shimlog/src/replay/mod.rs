@@ -6,7 +6,11 @@
 //! JSON), and shows the children's figures side by side (table.rs) or as JSON (report.rs).
 mod child;
 mod measure;
+mod op_codec;
 mod plan;
+#[cfg(test)]
+mod plan_check;
+mod planner;
 mod report;
 mod table;
 
