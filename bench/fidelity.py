@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Replay fidelity: does `shimlog replay` of one capture predict how the program itself runs
+on each allocator?
+
+For each program: run it for real under the shim with SHIM_TRACE=0 and SHIM_BACKEND=X for
+every backend (ROUNDS rounds, alternating backends; medians), capture it once (SHIM_BACKEND=glibc,
+recording on), replay that capture with `shimlog replay LOG --json` (default options), and
+compare per backend: wall time, peak RSS against the real run's heap RSS (its peak RSS
+minus that of the same program doing next to nothing: its `base` command line), and the
+order of every pair of backends whose real runs differ by more than 10%.
+
+  python3 bench/fidelity.py [--smoke] [--rounds N] [--only NAME,...] [--shimlog PATH]
+
+bench.py runs it as part of `make bench` (and, small, of --smoke); alone it prints the
+markdown section and writes bench/out/fidelity.json."""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runner  # noqa: E402
+from workloads import BACKENDS, BIN, OUT, ROOT, SHIM, SHIMLOG, cc1_argv, clean_env, python3  # noqa: E402
+
+FID = os.path.join(OUT, "fidelity")
+SQL = ("create table t(a integer primary key, b text, c real); "
+       "with recursive n(i) as (select 1 union all select i+1 from n where i < {n}) "
+       "insert into t select i, hex(randomblob(16)), i*0.5 from n; "
+       "create index tb on t(b); select count(*), sum(length(b)) from t where c > 100; "
+       "select substr(b,1,2) k, count(*) from t group by k order by 2 desc limit 3;")
+
+
+def programs(smoke):
+    """(name, title, argv, base argv, env): the programs, at the bench's size or the smoke's."""
+    b = lambda n: os.path.join(BIN, n)
+    s = lambda full, small: small if smoke else full
+    ps = [
+        ("cfrac_like", "1 thread, bignum churn: 20-100 B blocks, a few dozen live",
+         [b("cfrac_like"), s("10000000", "100000")], [b("cfrac_like"), "0"], {}),
+        ("glibc_simple_like", "4 threads, batches of one size 16 B-4 KiB allocated then freed",
+         [b("glibc_simple_like"), s("4000", "50")], [b("glibc_simple_like"), "0"], {}),
+        ("mstress_like", "300 short-lived threads, 3 alive at a time, blocks swapped between them",
+         [b("mstress_like"), s("300", "12"), s("2000", "200")], [b("mstress_like"), "0"], {}),
+        ("malloc_large_like", "1 worker, 20 buffers of 5-25 MiB replaced at random, every byte written",
+         [b("malloc_large_like"), s("300", "6")], [b("malloc_large_like"), "0"], {}),
+        ("espresso_like", "1 thread, small bit-set blocks, covers grown by realloc",
+         [b("espresso_like"), s("400", "4")], [b("espresso_like"), "0"], {}),
+        ("larson_like", "4 workers replacing random blocks, handing tables to fresh threads",
+         [b("larson_like"), s("40", "2"), s("60000", "2000")], [b("larson_like"), "1", "0"], {}),
+        ("alloc_test_like", "1 thread, 20,000 blocks replaced at random, sizes 8 B-64 KiB, reallocs",
+         [b("alloc_test_like"), s("6000000", "50000")], [b("alloc_test_like"), "0"], {}),
+    ]
+    py = python3()
+    script = os.path.join(ROOT, "bench", "workloads", "alloc_heavy.py")
+    if py:
+        env = {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"}
+        ps.append(("python3", "python3 bench/workloads/alloc_heavy.py, PYTHONMALLOC=malloc",
+                   [py, script, s("1500", "10")], [py, script, "0"], env))
+    if shutil.which("gcc") and py:
+        os.makedirs(FID, exist_ok=True)
+        src, empty = os.path.join(FID, "gen.c"), os.path.join(FID, "empty.c")
+        subprocess.run([py, os.path.join(ROOT, "bench", "workloads", "fidelity", "gen_c.py"),
+                        s("120", "4"), src], check=True)
+        open(empty, "w").close()
+        ps.append(("gcc", "gcc's cc1 -O2 on a generated C file of 120 functions",
+                   cc1_argv(src, os.path.join(FID, "gen.s")),
+                   cc1_argv(empty, os.path.join(FID, "empty.s")), {}))
+    if shutil.which("sqlite3"):
+        ps.append(("sqlite3", "sqlite3 in memory: 300,000 rows inserted, indexed, grouped",
+                   ["sqlite3", ":memory:", SQL.format(n=s(300000, 2000))],
+                   ["sqlite3", ":memory:", "select 1;"], {}))
+    return ps
+
+
+def real_run(argv, env_over, backend, log=None):
+    env = clean_env()
+    env.update(env_over)
+    env["SHIM_BACKEND"] = backend
+    if log:
+        env["SHIM_LOG"] = log
+    else:
+        env["SHIM_TRACE"] = "0"
+    m = runner.run(argv, env, os.path.join(FID, "last-output.txt"), preload=SHIM, timeout_s=300)
+    if m["rc"] != 0:
+        raise RuntimeError(f"{' '.join(argv)} with {backend} exited with {m['rc']}: {m['output'][-300:]}")
+    return m
+
+
+def replay(shimlog, log):
+    t0 = time.perf_counter()
+    p = subprocess.run([shimlog, "replay", log, "--json"], capture_output=True, text=True, timeout=900)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"shimlog replay {log} failed: {p.stderr.strip()[-500:]}")
+    return json.loads(p.stdout), dt
+
+
+def rank(d):
+    return sorted(d, key=lambda k: d[k])
+
+
+def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print):
+    os.makedirs(FID, exist_ok=True)
+    for f in os.listdir(FID):
+        if f.endswith(".shimlog"):
+            os.remove(os.path.join(FID, f))
+    out = []
+    for name, title, argv, base, env in programs(smoke):
+        if only and name not in only:
+            continue
+        t0 = time.monotonic()
+        walls = {b: [] for b in BACKENDS}
+        rss = {b: [] for b in BACKENDS}
+        for _ in range(rounds):
+            for b in BACKENDS:
+                m = real_run(argv, env, b)
+                walls[b].append(m["wall_s"])
+                rss[b].append(m["maxrss_kb"] * 1024)
+        base_rss = {b: real_run(base, env, b)["maxrss_kb"] * 1024 for b in BACKENDS}
+        log = os.path.join(FID, f"{name}.%p.shimlog")
+        cap = real_run(argv, env, "glibc", log=log)
+        logs = sorted(f for f in os.listdir(FID) if f.startswith(name + ".") and f.endswith(".shimlog"))
+        # one process per program here; the largest log is the program's (not a helper's)
+        logp = max((os.path.join(FID, f) for f in logs), key=os.path.getsize)
+        rep, replay_cmd_s = replay(shimlog, logp)
+        row = {"name": name, "title": title, "argv": argv, "capture_wall_s": cap["wall_s"],
+               "log_bytes": os.path.getsize(logp), "replay_command_s": replay_cmd_s,
+               "events": rep["plan"]["events"], "threads": rep["plan"]["threads"], "backends": {}}
+        for col in rep["backends"]:
+            b = col["backend"]
+            real_w = statistics.median(walls[b])
+            real_rss = statistics.median(rss[b])
+            heap = max(real_rss - base_rss[b], 0)
+            pred_rss = col["memory"]["peak_rss_bytes"]
+            row["backends"][b] = {
+                "real_wall_s": real_w, "real_walls_s": walls[b], "real_peak_rss": real_rss,
+                "base_rss": base_rss[b], "real_heap_rss": heap,
+                "replay_wall_s": col["wall_ns"] / 1e9, "replay_peak_rss": pred_rss,
+                "rss_error": (pred_rss - heap) / heap if heap > 0 else None,
+            }
+        bs = row["backends"]
+        real = {b: v["real_wall_s"] for b, v in bs.items()}
+        pred = {b: v["replay_wall_s"] for b, v in bs.items()}
+        row["real_rank"], row["replay_rank"] = rank(real), rank(pred)
+        pairs = []
+        names = list(bs)
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, c = names[i], names[j]
+                lo, hi = sorted((real[a], real[c]))
+                if hi > lo * 1.1:
+                    pairs.append({"pair": [a, c], "real_ratio": real[c] / real[a],
+                                  "replay_ratio": pred[c] / pred[a] if pred[a] > 0 else None,
+                                  "agree": (real[a] < real[c]) == (pred[a] < pred[c])})
+        row["pairs"] = pairs
+        row["seconds"] = time.monotonic() - t0
+        say(f"fidelity {name}: real {fmt_d(real)}, replay {fmt_d(pred)}, "
+            f"{sum(p['agree'] for p in pairs)}/{len(pairs)} pairs agree ({row['seconds']:.0f} s)")
+        out.append(row)
+    return {"rounds": rounds, "smoke": smoke, "programs": out, "summary": summary(out)}
+
+
+def fmt_d(d):
+    return "/".join(f"{v:.3g}" for v in d.values())
+
+
+def summary(rows):
+    pairs = [p for r in rows for p in r["pairs"]]
+    cols = [v for r in rows for v in r["backends"].values()]
+    rss = [v for v in cols if v["rss_error"] is not None]
+    return {
+        "pairs": len(pairs), "pairs_agree": sum(p["agree"] for p in pairs),
+        "columns": len(cols),
+        "replay_faster": sum(v["replay_wall_s"] <= v["real_wall_s"] for v in cols),
+        "worst_time_ratio": max((v["replay_wall_s"] / v["real_wall_s"] for v in cols), default=None),
+        "rss_within_20": sum(abs(v["rss_error"]) <= 0.2 for v in rss), "rss_columns": len(rss),
+    }
+
+
+def mib(b):
+    return f"{b / 2**20:.1f}"
+
+
+def markdown(res):
+    s = res["summary"]
+    L = [
+        "## Replay fidelity",
+        "",
+        "Each program run for real under the shim with `SHIM_TRACE=0 SHIM_BACKEND=X` "
+        f"(median of {res['rounds']}, backends alternated run by run), captured once "
+        "(`SHIM_BACKEND=glibc`, recording on) and replayed from that capture with "
+        "`shimlog replay LOG --json` (default options). Heap RSS of a real run: its peak RSS "
+        "minus that of the same program doing next to nothing (`base` command line in "
+        "bench/fidelity.py), same backend. A pair of backends counts when their real runs "
+        "differ by more than 10%; it agrees when the replay orders it the same way. "
+        "Command: `python3 bench/fidelity.py` (part of `make bench`).",
+        "",
+        f"- pairs ranked as the real runs rank them: **{s['pairs_agree']} of {s['pairs']}**",
+        f"- replay no slower than the real run: **{s['replay_faster']} of {s['columns']}** "
+        f"program x backend columns (worst: replay {s['worst_time_ratio']:.2f}x the real run)",
+        f"- peak RSS predicted within 20% of the real heap RSS: **{s['rss_within_20']} of {s['rss_columns']}**",
+        "",
+        "| program | backend | real wall s | replay wall s | real peak RSS MiB | real heap RSS MiB | replay peak RSS MiB | RSS error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in res["programs"]:
+        for b, v in r["backends"].items():
+            err = f"{v['rss_error'] * 100:+.0f}%" if v["rss_error"] is not None else "n/a"
+            L.append(f"| {r['name']} | {b} | {v['real_wall_s']:.3f} | {v['replay_wall_s']:.3f} | "
+                     f"{mib(v['real_peak_rss'])} | {mib(v['real_heap_rss'])} | {mib(v['replay_peak_rss'])} | {err} |")
+    L += ["", "| program | what it does | events | threads | real ranking | replay ranking | pairs >10% agreeing |",
+          "|---|---|---|---|---|---|---|"]
+    for r in res["programs"]:
+        ag = ", ".join(f"{p['pair'][0]}/{p['pair'][1]} {p['real_ratio']:.2f}x vs {p['replay_ratio']:.2f}x "
+                       + ("yes" if p["agree"] else "**no**") for p in r["pairs"]) or "none differ by >10%"
+        L.append(f"| {r['name']} | {r['title']} | {r['events']:,} | {r['threads']} | "
+                 f"{' < '.join(r['real_rank'])} | {' < '.join(r['replay_rank'])} | {ag} |")
+    return "\n".join(L) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--shimlog", default=SHIMLOG)
+    a = ap.parse_args()
+    rounds = a.rounds or (1 if a.smoke else 3)
+    res = measure(a.smoke, rounds, set(filter(None, a.only.split(","))), a.shimlog,
+                  say=lambda m: print(m, file=sys.stderr, flush=True))
+    with open(os.path.join(FID, "fidelity.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
