@@ -172,16 +172,6 @@ impl Latency {
         self.h[action].saturating_record(ticks.max(1));
         self.total[action] = self.total[action].wrapping_add(ticks);
     }
-    pub fn merge(&mut self, o: &Latency) {
-        for i in 0..5 {
-            let _ = self.h[i].add(&o.h[i]);
-            self.total[i] = self.total[i].wrapping_add(o.total[i]);
-        }
-    }
-    /// Bytes of counts the histograms hold.
-    pub fn bytes(&self) -> u64 {
-        self.h.iter().map(|h| h.distinct_values() as u64 * 8).sum()
-    }
 }
 
 /// Percentiles of one function's latency, in ns.
@@ -256,13 +246,6 @@ impl Slop {
         self.allocs[k] += 1;
         self.requested[k] += requested;
         self.usable[k] += usable;
-    }
-    pub fn merge(&mut self, o: &Slop) {
-        for k in 0..SLOP_CLASSES {
-            self.allocs[k] += o.allocs[k];
-            self.requested[k] += o.requested[k];
-            self.usable[k] += o.usable[k];
-        }
     }
 }
 

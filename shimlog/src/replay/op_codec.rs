@@ -11,6 +11,8 @@ pub const MAX_OP: usize = 2 + 5 * varint::MAX_LEN;
 
 /// Tag bit: wait for the slot's sequence number before replaying.
 pub const WAIT: u8 = 0x80;
+/// Tag bit: another thread's next op on this slot waits for this one (so wake it).
+pub const NOTIFY: u8 = 0x40;
 pub const ACTION_MASK: u8 = 0x07;
 
 /// What the replaying thread does (the backend call it makes).
@@ -27,6 +29,10 @@ pub enum Action {
     Realloc = 3,
     /// free(slot's block). No args.
     Free = 4,
+    /// Start the recorded thread `slot` (its index in the plan), as lifecycle event `count`.
+    Spawn = 5,
+    /// Wait until the recorded thread `slot` has ended (lifecycle event `count`: its exit).
+    Join = 6,
 }
 
 impl Action {
@@ -37,6 +43,8 @@ impl Action {
             2 => Action::Memalign,
             3 => Action::Realloc,
             4 => Action::Free,
+            5 => Action::Spawn,
+            6 => Action::Join,
             _ => return None,
         })
     }
@@ -48,8 +56,11 @@ impl Action {
             Action::Memalign => "memalign",
             Action::Realloc => "realloc",
             Action::Free => "free",
+            Action::Spawn => "thread start",
+            Action::Join => "thread exit",
         }
     }
+    /// The actions that call the allocator (the others order the threads).
     pub const ALL: [Action; 5] =
         [Action::Malloc, Action::Calloc, Action::Memalign, Action::Realloc, Action::Free];
 }
@@ -64,6 +75,9 @@ pub struct PlanOp {
     pub slot: u32,
     /// Some(n): wait until the slot's counter is n (the previous op was on another thread).
     pub wait: Option<u32>,
+    /// Another thread's next op on the slot waits for this one.
+    pub notify: bool,
+    /// calloc's count; for Spawn and Join, the lifecycle event's index.
     pub count: u64,
     pub size: u64,
     pub align: u64,
@@ -74,7 +88,7 @@ pub struct PlanOp {
 /// Appends `o` to `out`, delta-encoding its time against `prev_ts`.
 pub fn encode(out: &mut Vec<u8>, o: &PlanOp, prev_ts: u64) {
     let mut b = [0u8; MAX_OP];
-    b[0] = o.action | if o.wait.is_some() { WAIT } else { 0 };
+    b[0] = o.action | if o.wait.is_some() { WAIT } else { 0 } | if o.notify { NOTIFY } else { 0 };
     b[1] = o.op;
     let mut i = 2;
     i += varint::put(&mut b[i..], varint::zigzag(o.ts_ns.wrapping_sub(prev_ts) as i64));
@@ -94,6 +108,7 @@ pub fn encode(out: &mut Vec<u8>, o: &PlanOp, prev_ts: u64) {
             i += varint::put(&mut b[i..], o.requested);
         }
         Some(Action::Realloc) => i += varint::put(&mut b[i..], o.requested),
+        Some(Action::Spawn | Action::Join) => i += varint::put(&mut b[i..], o.count),
         Some(Action::Free) | None => {}
     }
     out.extend_from_slice(&b[..i]);
@@ -112,6 +127,7 @@ pub fn decode(buf: &[u8], pos: &mut usize, prev_ts: u64) -> Option<PlanOp> {
         op,
         ts_ns: prev_ts.wrapping_add(dts as u64),
         slot: u32::try_from(varint::get(buf, pos)?).ok()?,
+        notify: tag & NOTIFY != 0,
         ..PlanOp::default()
     };
     if tag & WAIT != 0 {
@@ -136,6 +152,7 @@ pub fn decode(buf: &[u8], pos: &mut usize, prev_ts: u64) -> Option<PlanOp> {
             o.requested = varint::get(buf, pos)?;
             o.size = o.requested.max(1);
         }
+        Action::Spawn | Action::Join => o.count = varint::get(buf, pos)?,
         Action::Free => {}
     }
     Some(o)
@@ -149,16 +166,16 @@ mod tests {
     proptest! {
         #[test]
         fn ops_roundtrip(ops in prop::collection::vec(
-            (0u8..5, 1u8..11, any::<u32>(), any::<u32>(), any::<Option<u32>>(),
-             0u64..1 << 20, 0u64..1 << 40, 0u32..30), 1..100)) {
+            (0u8..7, 1u8..12, any::<u32>(), any::<u32>(), any::<Option<u32>>(),
+             0u64..1 << 20, 0u64..1 << 40, 0u32..30, any::<bool>()), 1..100)) {
             let mut buf = Vec::new();
             let mut want = Vec::new();
             let mut ts = 0u64;
             let mut prev = 0u64;
-            for (action, op, dts, slot, wait, count, size, align_shift) in ops {
+            for (action, op, dts, slot, wait, count, size, align_shift, notify) in ops {
                 ts += dts as u64;
                 let a = Action::from_u8(action).unwrap();
-                let mut o = PlanOp { action, op, ts_ns: ts, slot, wait, ..PlanOp::default() };
+                let mut o = PlanOp { action, op, ts_ns: ts, slot, wait, notify, ..PlanOp::default() };
                 match a {
                     Action::Malloc => { o.size = size; o.requested = size; }
                     Action::Calloc => { o.count = count; o.size = size >> 20;
@@ -166,6 +183,7 @@ mod tests {
                     Action::Memalign => { o.align = 1 << align_shift; o.size = size;
                                           o.requested = size / 2; }
                     Action::Realloc => { o.requested = size; o.size = size.max(1); }
+                    Action::Spawn | Action::Join => o.count = count,
                     Action::Free => {}
                 }
                 encode(&mut buf, &o, prev);

@@ -27,6 +27,9 @@ pub struct ThreadPlan {
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,
     pub chunks: Vec<Chunk>,
+    /// The log shows its exit (a Join op or a control entry ends it); else it ends with
+    /// the replay.
+    pub exited: bool,
 }
 
 /// Calls in the log that the replay does not make, by reason.
@@ -46,10 +49,32 @@ pub struct Skipped {
     pub missed_free: u64,
 }
 
+/// A thread start or exit that no replay thread hosts (see planner.rs): the child's main
+/// thread makes it, in the order of `index`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LifeOp {
+    /// true: start thread `thread`; false: wait for it to end.
+    pub start: bool,
+    pub thread: u32,
+    /// Its place among all thread starts and exits, in log order.
+    pub index: u32,
+}
+
 /// Everything the children need besides the op file, and what the pre-pass found.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PlanMeta {
     pub threads: Vec<ThreadPlan>,
+    /// Thread starts and exits the child's main thread makes (those no thread alive then
+    /// could host), in index order.
+    pub control: Vec<LifeOp>,
+    /// Thread starts and exits, all told.
+    pub lifecycle_events: u32,
+    /// Most recorded threads alive at once (started and not yet exited) in log order.
+    pub peak_threads: u32,
+    /// Slop (usable minus requested bytes) of every allocation the plan makes, by request
+    /// size class, for each backend, from the backend's size classes: computed here, outside
+    /// the timed replay.
+    pub slop: BTreeMap<String, Vec<super::measure::SlopClass>>,
     /// Size of the slot table (blocks the replay may hold at once, plus free slots kept).
     pub slots: u32,
     pub first_ts_ns: u64,

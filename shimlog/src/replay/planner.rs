@@ -6,13 +6,29 @@
 //! thread's own recently freed slots, so the slot table is bounded by the peak number of live
 //! blocks plus [`LOCAL_FREE_MAX`] per live thread, never by the number of events.
 //!
-//! Every op on a slot carries the slot's sequence number. When the previous op on the slot
-//! was made by another thread the op is flagged [`WAIT`]: the replaying thread waits until the
-//! slot's counter reaches that number. Since every wait is on an op earlier in the merged
-//! order, and each thread replays its ops in that order, the earliest unfinished op never
-//! waits and the replay cannot deadlock, whatever cycles the threads' hand-offs form.
+//! When the previous op on a slot was made by another thread, that op is flagged [`NOTIFY`]
+//! (patched in place once the next op is known) and the op is flagged [`WAIT`] with the
+//! number of NOTIFY ops the slot will have seen once its predecessor is done: a NOTIFY op
+//! adds one to the slot's counter (and wakes a sleeper), a waiting op waits until the counter
+//! reaches its number, and every other op leaves the counter alone, so that ops no other
+//! thread waits for pay nothing for the ordering. Since every wait is on an op earlier in the
+//! merged order, and each thread replays its ops in that order, the earliest unfinished op
+//! never waits and the replay cannot deadlock, whatever cycles the threads' hand-offs form.
+//!
+//! Threads live as they lived: every thread start and exit in the log gets an index in log
+//! order, and becomes a [`Action::Spawn`] or [`Action::Join`] op that waits until every
+//! start and exit before it is done. A start goes into the stream of the thread whose call
+//! came last before it (the thread that most likely created it) when that thread is alive,
+//! an exit into the stream of the next thread to make a call that was alive at the exit
+//! (the one that most likely joined it); the rest go to the child's main thread (`control`).
+//! So the replay never has more threads alive than the program had at that point in the
+//! log, threads end (their allocator caches flushed) where they ended, and since every
+//! wait is still on an event earlier in log order, made by a thread alive at that point,
+//! the argument above still holds.
+use super::measure::{slop_report, Slop};
 use super::plan::*;
 use recorder::{Event, LogReader, Op};
+use shim_backend::Backend;
 use rustc_hash::FxHashMap;
 use std::fs::File;
 use std::io::Write;
@@ -20,6 +36,8 @@ use std::os::unix::fs::FileExt;
 
 /// A thread keeps at most this many freed slots for itself; more go to the shared pool.
 pub const LOCAL_FREE_MAX: usize = 2048;
+/// New slots are given to a thread this many at a time.
+const SLOT_RUN: u32 = 8;
 
 struct Live {
     slot: u32,
@@ -30,7 +48,14 @@ struct Live {
 #[derive(Clone, Copy, Default)]
 struct SlotState {
     last_thread: u32,
-    seq: u32,
+    /// Ops on the slot: none yet when 0 (its first op never waits).
+    ops: u32,
+    /// Its ops flagged NOTIFY so far.
+    notifies: u32,
+    /// Where the tag of the slot's last op lies: its chunk (the number of chunks its thread
+    /// had flushed before it) and its offset in that chunk.
+    last_chunk: u32,
+    last_pos: u32,
 }
 
 struct ThreadBuild {
@@ -38,6 +63,9 @@ struct ThreadBuild {
     buf: Vec<u8>,
     prev_ts: u64,
     free_slots: Vec<u32>,
+    /// The lifecycle index of its start, and whether its exit was seen.
+    start_index: u32,
+    exited: bool,
 }
 
 /// Builds the plan into `file`; `progress` is called now and then with compressed bytes read.
@@ -64,6 +92,11 @@ pub fn build(
         live_bytes: 0,
         file,
         file_off: 0,
+        life_next: 0,
+        alive: 0,
+        last_caller: None,
+        pending_joins: Vec::new(),
+        slop: Backend::ALL.iter().map(|_| Slop::new()).collect(),
     };
     let mut events = reader.events();
     let mut first = true;
@@ -102,14 +135,25 @@ struct Planner<'f> {
     live_bytes: u64,
     file: &'f mut File,
     file_off: u64,
+    /// The next thread start or exit's index; threads started and not exited.
+    life_next: u32,
+    alive: u32,
+    /// The thread of the latest op pushed.
+    last_caller: Option<u32>,
+    /// Exits not yet given to a thread to join: (thread, index).
+    pending_joins: Vec<(u32, u32)>,
+    /// Per backend (in Backend::ALL's order), the slop of every allocation.
+    slop: Vec<Slop>,
 }
 
 impl Planner<'_> {
-    fn thread(&mut self, e: &Event) -> u32 {
+    fn thread(&mut self, e: &Event) -> Result<u32, String> {
         if let Some(&t) = self.by_stream.get(&e.stream) {
-            return t;
+            return Ok(t);
         }
         let t = self.threads.len() as u32;
+        let index = self.life_next;
+        self.life_next += 1;
         self.threads.push(ThreadBuild {
             plan: ThreadPlan {
                 stream: e.stream,
@@ -117,23 +161,73 @@ impl Planner<'_> {
                 first_ts_ns: e.ts_ns,
                 ..ThreadPlan::default()
             },
-            buf: Vec::with_capacity(CHUNK),
+            buf: Vec::new(),
             prev_ts: 0,
             free_slots: Vec::new(),
+            start_index: index,
+            exited: false,
         });
         self.by_stream.insert(e.stream, t);
-        t
+        self.alive += 1;
+        self.meta.peak_threads = self.meta.peak_threads.max(self.alive);
+        let host = self.last_caller.filter(|&h| !self.threads[h as usize].exited);
+        match host {
+            Some(h) => {
+                let o = PlanOp {
+                    action: Action::Spawn as u8,
+                    op: Op::ThreadStart as u8,
+                    ts_ns: e.ts_ns,
+                    slot: t,
+                    count: index as u64,
+                    ..PlanOp::default()
+                };
+                self.push(h, &o)?;
+            }
+            None => self.meta.control.push(LifeOp { start: true, thread: t, index }),
+        }
+        Ok(t)
+    }
+
+    /// Gives the exits waiting for a joiner to thread `t` (alive at each of them), in order,
+    /// before its next op.
+    fn take_joins(&mut self, t: u32) -> Result<(), String> {
+        let start = self.threads[t as usize].start_index;
+        let mut i = 0;
+        while i < self.pending_joins.len() {
+            let (j, index) = self.pending_joins[i];
+            if index > start {
+                self.pending_joins.remove(i);
+                let o = PlanOp {
+                    action: Action::Join as u8,
+                    op: Op::ThreadExit as u8,
+                    ts_ns: self.threads[t as usize].prev_ts,
+                    slot: j,
+                    count: index as u64,
+                    ..PlanOp::default()
+                };
+                self.encode_op(t, &o)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
     }
 
     fn event(&mut self, e: &Event) -> Result<(), String> {
         match e.op {
             Op::ThreadStart => {
-                let t = self.thread(e);
+                let t = self.thread(e)?;
                 self.threads[t as usize].plan.tid = e.tid;
                 return Ok(());
             }
             Op::ThreadExit => {
                 if let Some(&t) = self.by_stream.get(&e.stream) {
+                    if !self.threads[t as usize].exited {
+                        self.threads[t as usize].exited = true;
+                        self.alive -= 1;
+                        self.pending_joins.push((t, self.life_next));
+                        self.life_next += 1;
+                    }
                     let th = &mut self.threads[t as usize];
                     self.shared_free.append(&mut th.free_slots);
                     th.free_slots.shrink_to_fit();
@@ -154,7 +248,7 @@ impl Planner<'_> {
             _ => {}
         }
         self.meta.calls += 1;
-        let t = self.thread(e);
+        let t = self.thread(e)?;
         let page = self.meta.page_size;
         match e.op {
             Op::Free | Op::FreeSized => {
@@ -191,20 +285,31 @@ impl Planner<'_> {
         if let Some(s) = self.shared_free.pop() {
             return s;
         }
-        self.slots.push(SlotState::default());
-        (self.slots.len() - 1) as u32
+        // A run of new slots for this thread, so that slots next to each other in the table
+        // (in one cache line) are mostly one thread's.
+        let first = self.slots.len() as u32;
+        self.slots.resize(self.slots.len() + SLOT_RUN as usize, SlotState::default());
+        let free = &mut self.threads[t as usize].free_slots;
+        free.extend((first + 1..first + SLOT_RUN).rev());
+        first
     }
 
-    /// The slot's sequence number for the next op, and whether it must wait for it.
-    fn step(&mut self, t: u32, slot: u32) -> Option<u32> {
+    /// Whether thread `t`'s next op on `slot` must wait, and for what counter value (see
+    /// the module's doc); flags the slot's previous op NOTIFY when it must.
+    fn step(&mut self, t: u32, slot: u32) -> Result<Option<u32>, String> {
         let s = &mut self.slots[slot as usize];
-        let wait = (s.seq != 0 && s.last_thread != t).then_some(s.seq);
-        s.seq = s.seq.wrapping_add(1);
+        let wait = (s.ops != 0 && s.last_thread != t).then(|| {
+            s.notifies = s.notifies.wrapping_add(1);
+            s.notifies
+        });
+        let (prev, chunk, pos) = (s.last_thread, s.last_chunk, s.last_pos);
+        s.ops = s.ops.wrapping_add(1);
         s.last_thread = t;
         if wait.is_some() {
             self.meta.waiting_ops += 1;
+            self.notify(prev, chunk, pos)?;
         }
-        wait
+        Ok(wait)
     }
 
     fn count(&mut self, op: Op) {
@@ -226,7 +331,7 @@ impl Planner<'_> {
         }
         let requested = e.requested();
         let slot = self.take_slot(t);
-        let wait = self.step(t, slot);
+        let wait = self.step(t, slot)?;
         self.count(e.op);
         let o = PlanOp {
             action: action as u8,
@@ -238,8 +343,10 @@ impl Planner<'_> {
             size,
             align,
             requested,
+            notify: false,
         };
         self.push(t, &o)?;
+        self.slop(requested, if action == Action::Calloc { requested } else { size });
         self.insert_live(e.ptr, Live { slot, owner: t, requested });
         Ok(())
     }
@@ -265,7 +372,7 @@ impl Planner<'_> {
         if l.owner != t {
             self.meta.cross_thread_frees += 1;
         }
-        let wait = self.step(t, l.slot);
+        let wait = self.step(t, l.slot)?;
         self.count(e.op);
         let o = PlanOp {
             action: Action::Free as u8,
@@ -315,7 +422,7 @@ impl Planner<'_> {
         if l.owner != t {
             self.meta.cross_thread_reallocs += 1;
         }
-        let wait = self.step(t, l.slot);
+        let wait = self.step(t, l.slot)?;
         self.count(e.op);
         let o = PlanOp {
             action: Action::Realloc as u8,
@@ -327,6 +434,7 @@ impl Planner<'_> {
             ..PlanOp::default()
         };
         self.push(t, &o)?;
+        self.slop(requested, requested.max(1));
         self.insert_live(e.ptr, Live { slot: l.slot, owner: t, requested });
         Ok(())
     }
@@ -341,19 +449,58 @@ impl Planner<'_> {
         }
     }
 
+    /// Flags the op whose tag lies at `pos` of chunk `chunk` of thread `t` [`NOTIFY`]: in
+    /// the thread's buffer when it is still there, else in the plan file.
+    fn notify(&mut self, t: u32, chunk: u32, pos: u32) -> Result<(), String> {
+        let th = &mut self.threads[t as usize];
+        if chunk as usize == th.plan.chunks.len() {
+            th.buf[pos as usize] |= NOTIFY;
+            return Ok(());
+        }
+        let at = th.plan.chunks[chunk as usize].offset + pos as u64;
+        let mut b = [0u8; 1];
+        self.file.read_exact_at(&mut b, at).map_err(|e| format!("reading back the replay plan: {e}"))?;
+        b[0] |= NOTIFY;
+        self.file.write_all_at(&b, at).map_err(|e| format!("writing the replay plan: {e}"))
+    }
+
+    /// Appends a call's op to thread `t`'s stream (after the exits it is to join).
     fn push(&mut self, t: u32, o: &PlanOp) -> Result<(), String> {
+        if !self.pending_joins.is_empty() {
+            self.take_joins(t)?;
+        }
+        self.last_caller = Some(t);
+        if (o.action as usize) < Action::ALL.len() {
+            let th = &mut self.threads[t as usize];
+            th.plan.ops += 1;
+            let s = &mut self.slots[o.slot as usize];
+            s.last_chunk = th.plan.chunks.len() as u32;
+            s.last_pos = th.buf.len() as u32;
+        }
+        self.encode_op(t, o)
+    }
+
+    fn encode_op(&mut self, t: u32, o: &PlanOp) -> Result<(), String> {
         let th = &mut self.threads[t as usize];
         if th.buf.capacity() == 0 {
             th.buf.reserve(CHUNK);
         }
         encode(&mut th.buf, o, th.prev_ts);
         th.prev_ts = o.ts_ns;
-        th.plan.ops += 1;
         th.plan.last_ts_ns = o.ts_ns;
         if th.buf.len() + MAX_OP > CHUNK {
             self.flush(t)?;
         }
         Ok(())
+    }
+
+    /// Counts the slop each backend's size classes give an allocation of `size` bytes for
+    /// `requested`.
+    fn slop(&mut self, requested: u64, size: u64) {
+        for (s, b) in self.slop.iter_mut().zip(Backend::ALL) {
+            let usable = shim_backend::size_class(b, size as usize) as u64;
+            s.add(requested, usable.max(size));
+        }
     }
 
     fn flush(&mut self, t: u32) -> Result<(), String> {
@@ -381,8 +528,22 @@ impl Planner<'_> {
         meta.end_live_blocks = (self.live.len() + self.displaced.len()) as u64;
         meta.skipped.missed_free += self.displaced.len() as u64;
         meta.plan_bytes = self.file_off;
-        // Threads that made no malloc-family call have nothing to replay.
-        meta.threads = self.threads.into_iter().map(|t| t.plan).filter(|p| p.ops > 0).collect();
+        for (j, index) in self.pending_joins {
+            meta.control.push(LifeOp { start: false, thread: j, index });
+        }
+        meta.control.sort_by_key(|l| l.index);
+        meta.lifecycle_events = self.life_next;
+        meta.slop = self
+            .slop
+            .iter()
+            .zip(Backend::ALL)
+            .map(|(s, b)| (b.name().to_string(), slop_report(s)))
+            .collect();
+        meta.threads = self
+            .threads
+            .into_iter()
+            .map(|t| ThreadPlan { exited: t.exited, ..t.plan })
+            .collect();
         Ok(meta)
     }
 }
