@@ -374,6 +374,17 @@ fn pace_keeps_the_recorded_gaps() {
     assert!(wall(&paced) >= recorded * 95 / 100, "paced replay took {} ns of {recorded}", wall(&paced));
     assert!(wall(&paced) < recorded + 500_000_000, "paced replay took {} ns of {recorded}", wall(&paced));
     assert_eq!(paced["options"]["pace"], true);
+    assert_eq!(paced["options"]["pace_mode"], "sleep");
+    // Busy: the same gap, spent on the CPU instead of asleep.
+    let busy = replay_json(&log, &["--backend", "glibc", "--pace=busy"]);
+    assert_eq!(busy["options"]["pace_mode"], "busy");
+    assert!(wall(&busy) >= recorded * 95 / 100, "busy replay took {} ns of {recorded}", wall(&busy));
+    let cpu = |r: &Value| r["backends"][0]["cpu_user_ns"].as_u64().unwrap() + r["backends"][0]["cpu_sys_ns"].as_u64().unwrap();
+    assert!(cpu(&busy) >= recorded / 2, "busy: {} ns of CPU over a {recorded} ns gap", cpu(&busy));
+    assert!(cpu(&paced) < recorded / 4, "sleep: {} ns of CPU over a {recorded} ns gap", cpu(&paced));
+    let out = shimlog(&["replay", log.to_str().unwrap(), "--pace=nap"], Duration::from_secs(30));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown value 'nap' (accepted: sleep, busy)"));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use super::measure::{self, Latency, Progress, Sampler, Statm};
 use super::plan::{self, Action, PlanMeta};
 use super::report::{Excluded, Memory, Replay, ThreadResult, Throughput};
-use super::worker::{Shared, Slot, Tally, Touch, Worker};
+use super::worker::{Pace, Shared, Slot, Tally, Touch, Worker};
 use recorder::{clock, Op};
 use shim_backend::Backend;
 use std::cell::UnsafeCell;
@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 
 pub struct ChildOpts {
-    pub pace: bool,
+    pub pace: Option<Pace>,
     pub touch: Touch,
     pub progress: bool,
     /// Time one call in this many (a power of two).
@@ -99,7 +99,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         joined: (0..n).map(|_| AtomicBool::new(false)).collect(),
         life: AtomicU32::new(0),
         start_ns: AtomicU64::new(0),
-        pace_first: o.pace.then_some(meta.first_ts_ns),
+        pace: o.pace.map(|p| (p, meta.first_ts_ns)),
         touch: o.touch,
         page,
         time_mask: time_every - 1,

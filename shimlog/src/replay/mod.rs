@@ -1,4 +1,5 @@
-//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc] [--json] [--pace] [--touch=none|first|all]`.
+//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc] [--json] [--pace[=sleep|busy]]
+//! [--touch=none|first|all] [--timing=N|all]`.
 //!
 //! The parent turns the log into a plan once (planner.rs: one op stream per recorded thread,
 //! in a temporary directory), then replays it in one fresh child process per backend
@@ -19,7 +20,7 @@ mod table;
 
 use report::{BackendResult, Options, PlanSummary, Program, Replay, Report};
 use shim_backend::Backend;
-use worker::Touch;
+use worker::{Pace, Touch};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,11 +35,14 @@ pub struct Args {
     /// Print the results as one JSON document.
     #[arg(long)]
     pub json: bool,
-    /// Keep the recorded gaps between events, spent asleep (models the program's waiting,
-    /// and exercises time-dependent decay and purging) [default: calls back to back, which
-    /// models the program's work between calls as taking no time].
-    #[arg(long)]
-    pub pace: bool,
+    /// Keep the recorded gaps between calls: each call waits until its recorded time after
+    /// the start. sleep (a bare --pace) sleeps through a gap, as a program waiting for I/O or
+    /// a lock; busy spins through it, as a program computing (the CPU stays busy, the other
+    /// threads get less of it). Either exercises time-dependent decay and purging. Without
+    /// --pace calls follow each other at once: the program's work between calls takes no time.
+    #[arg(long, value_name = "sleep|busy", num_args = 0..=1, default_missing_value = "sleep",
+          require_equals = true, value_parser = parse_pace)]
+    pub pace: Option<Pace>,
     /// How much of each allocated block to write: none; first (one byte in every page the
     /// block spans, as a program's first writes fault its new pages in); all (every byte).
     /// A bare --touch is all.
@@ -62,6 +66,14 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 
 fn parse_touch(s: &str) -> Result<Touch, String> {
     Touch::parse(s)
+}
+
+fn parse_pace(s: &str) -> Result<Pace, String> {
+    match s {
+        "sleep" => Ok(Pace::Sleep),
+        "busy" => Ok(Pace::Busy),
+        _ => Err(format!("unknown value '{s}' (accepted: sleep, busy)")),
+    }
 }
 
 fn parse_timing(s: &str) -> Result<u64, String> {
@@ -146,7 +158,11 @@ pub fn run(a: Args) -> Result<i32, String> {
             pid: h.pid,
             recorded_backend: format!("{} {}", h.backend, h.backend_version).trim().to_string(),
         },
-        options: Options { pace: a.pace, touch: a.touch.name().into() },
+        options: Options {
+            pace: a.pace.is_some(),
+            pace_mode: a.pace.map(|p| p.name().to_string()),
+            touch: a.touch.name().into(),
+        },
         notes: notes(&a, &meta, &results),
         plan: PlanSummary::of(&meta),
         backends: results,
@@ -169,8 +185,8 @@ fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find shimlog itself: {e}"))?;
     let mut c = Command::new(exe);
     c.arg("replay").arg(&a.log).arg("--child").arg(b.name()).arg("--plan").arg(dir);
-    if a.pace {
-        c.arg("--pace");
+    if let Some(p) = a.pace {
+        c.arg(format!("--pace={}", p.name()));
     }
     c.arg(format!("--touch={}", a.touch.name()));
     c.arg(format!("--timing={}", a.timing));
@@ -216,13 +232,18 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
         "threads lived as they lived: each recorded thread was started and joined where the log shows it started and exited, relative to the other threads' calls ({} starts and exits; at most {} threads alive at once, as in the program)",
         m.lifecycle_events, m.peak_threads
     ));
-    if a.pace {
-        n.push(format!(
-            "paced: the recorded gaps between events were kept ({} recorded)",
-            table::duration(m.last_ts_ns.saturating_sub(m.first_ts_ns) as f64)
-        ));
-    } else {
-        n.push("replayed as fast as possible, without the recorded gaps (--pace keeps them)".into());
+    match a.pace {
+        Some(p) => n.push(format!(
+            "paced: every call waited for its recorded time ({} recorded), {} through the gaps: {}",
+            table::duration(m.last_ts_ns.saturating_sub(m.first_ts_ns) as f64),
+            if p == Pace::Busy { "spinning" } else { "asleep" },
+            if p == Pace::Busy {
+                "the program's work between calls modelled as CPU kept busy (no memory touched)"
+            } else {
+                "the program's work between calls modelled as waiting (the CPU free for other threads)"
+            }
+        )),
+        None => n.push("replayed as fast as possible, calls back to back: the program's own work between calls is left out, so the wall times are the allocator's (plus the replay's own few ns per call and the touches); --pace keeps the recorded gaps".into()),
     }
     let base: Vec<String> = res
         .iter()

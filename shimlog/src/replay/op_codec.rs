@@ -114,6 +114,18 @@ pub fn encode(out: &mut Vec<u8>, o: &PlanOp, prev_ts: u64) {
     out.extend_from_slice(&b[..i]);
 }
 
+/// A varint, with the one-byte case (most slots, sizes and time deltas) first.
+#[inline(always)]
+fn get(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    match buf.get(*pos) {
+        Some(&b) if b < 0x80 => {
+            *pos += 1;
+            Some(b as u64)
+        }
+        _ => varint::get(buf, pos),
+    }
+}
+
 /// Decodes the op at `buf[*pos..]`; None when the bytes are not a valid op.
 #[inline]
 pub fn decode(buf: &[u8], pos: &mut usize, prev_ts: u64) -> Option<PlanOp> {
@@ -121,38 +133,38 @@ pub fn decode(buf: &[u8], pos: &mut usize, prev_ts: u64) -> Option<PlanOp> {
     let op = *buf.get(*pos + 1)?;
     *pos += 2;
     let action = Action::from_u8(tag & ACTION_MASK)?;
-    let dts = varint::unzigzag(varint::get(buf, pos)?);
+    let dts = varint::unzigzag(get(buf, pos)?);
     let mut o = PlanOp {
         action: action as u8,
         op,
         ts_ns: prev_ts.wrapping_add(dts as u64),
-        slot: u32::try_from(varint::get(buf, pos)?).ok()?,
+        slot: u32::try_from(get(buf, pos)?).ok()?,
         notify: tag & NOTIFY != 0,
         ..PlanOp::default()
     };
     if tag & WAIT != 0 {
-        o.wait = Some(u32::try_from(varint::get(buf, pos)?).ok()?);
+        o.wait = Some(u32::try_from(get(buf, pos)?).ok()?);
     }
     match action {
         Action::Malloc => {
-            o.size = varint::get(buf, pos)?;
+            o.size = get(buf, pos)?;
             o.requested = o.size;
         }
         Action::Calloc => {
-            o.count = varint::get(buf, pos)?;
-            o.size = varint::get(buf, pos)?;
+            o.count = get(buf, pos)?;
+            o.size = get(buf, pos)?;
             o.requested = o.count.checked_mul(o.size)?;
         }
         Action::Memalign => {
-            o.align = varint::get(buf, pos)?;
-            o.size = varint::get(buf, pos)?;
-            o.requested = varint::get(buf, pos)?;
+            o.align = get(buf, pos)?;
+            o.size = get(buf, pos)?;
+            o.requested = get(buf, pos)?;
         }
         Action::Realloc => {
-            o.requested = varint::get(buf, pos)?;
+            o.requested = get(buf, pos)?;
             o.size = o.requested.max(1);
         }
-        Action::Spawn | Action::Join => o.count = varint::get(buf, pos)?,
+        Action::Spawn | Action::Join => o.count = get(buf, pos)?,
         Action::Free => {}
     }
     Some(o)

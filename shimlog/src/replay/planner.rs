@@ -97,6 +97,7 @@ pub fn build(
         last_caller: None,
         pending_joins: Vec::new(),
         slop: Backend::ALL.iter().map(|_| Slop::new()).collect(),
+        op_counts: [0; 32],
     };
     let mut events = reader.events();
     let mut first = true;
@@ -144,6 +145,8 @@ struct Planner<'f> {
     pending_joins: Vec<(u32, u32)>,
     /// Per backend (in Backend::ALL's order), the slop of every allocation.
     slop: Vec<Slop>,
+    /// Ops planned, by recorded C function (PlanMeta::ops once done).
+    op_counts: [u64; 32],
 }
 
 impl Planner<'_> {
@@ -313,7 +316,7 @@ impl Planner<'_> {
     }
 
     fn count(&mut self, op: Op) {
-        *self.meta.ops.entry(op.name().to_string()).or_insert(0) += 1;
+        self.op_counts[op as usize & 31] += 1;
     }
 
     fn alloc(
@@ -533,6 +536,11 @@ impl Planner<'_> {
         }
         meta.control.sort_by_key(|l| l.index);
         meta.lifecycle_events = self.life_next;
+        for (i, &c) in self.op_counts.iter().enumerate() {
+            if let (true, Some(op)) = (c > 0, Op::from_u8(i as u8)) {
+                meta.ops.insert(op.name().to_string(), c);
+            }
+        }
         meta.slop = self
             .slop
             .iter()

@@ -29,6 +29,9 @@ pub struct Program {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Options {
     pub pace: bool,
+    /// "sleep" or "busy" when paced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_mode: Option<String>,
     /// none, first or all (see `--touch`).
     pub touch: String,
 }

@@ -83,8 +83,8 @@ pub struct Shared<'a> {
     /// Thread starts and exits done.
     pub life: AtomicU32,
     pub start_ns: AtomicU64,
-    /// Some(first recorded time): keep the recorded gaps (--pace).
-    pub pace_first: Option<u64>,
+    /// Some((how, first recorded time)): keep the recorded gaps (--pace).
+    pub pace: Option<(Pace, u64)>,
     pub touch: Touch,
     pub page: usize,
     /// Time a call when its thread's call count & time_mask is 0.
@@ -109,15 +109,31 @@ pub fn fatal(msg: String) -> ! {
     std::process::exit(2)
 }
 
-/// Sleeps or spins until CLOCK_MONOTONIC reaches `target_ns`.
-fn wait_until(target_ns: u64) {
+/// How `--pace` spends the recorded gaps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    Sleep,
+    Busy,
+}
+
+impl Pace {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pace::Sleep => "sleep",
+            Pace::Busy => "busy",
+        }
+    }
+}
+
+/// Sleeps (or with `busy`, spins) until CLOCK_MONOTONIC reaches `target_ns`.
+fn wait_until(target_ns: u64, busy: bool) {
     loop {
         let now = clock::mono_ns();
         if now >= target_ns {
             return;
         }
         let left = target_ns - now;
-        if left > 200_000 {
+        if left > 200_000 && !busy {
             let t = target_ns - 100_000;
             let ts = libc::timespec {
                 tv_sec: (t / 1_000_000_000) as libc::time_t,
@@ -331,8 +347,8 @@ impl Worker {
                     fatal(format!("the replay plan is corrupt at byte {}", c.offset + pos as u64))
                 };
                 prev_ts = o.ts_ns;
-                if let Some(first) = sh.pace_first {
-                    wait_until(base + o.ts_ns.saturating_sub(first));
+                if let Some((how, first)) = sh.pace {
+                    wait_until(base + o.ts_ns.saturating_sub(first), how == Pace::Busy);
                 }
                 self.op(sh, &o);
                 if self.t.ops & 1023 == 0 {
