@@ -132,25 +132,40 @@ def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print, touch_
         if only and name not in only:
             continue
         t0 = time.monotonic()
-        walls = {b: [] for b in BACKENDS}
-        rss = {b: [] for b in BACKENDS}
-        for _ in range(rounds):
-            for b in BACKENDS:
-                m = real_run(argv, env, b)
-                walls[b].append(m["wall_s"])
-                rss[b].append(m["maxrss_kb"] * 1024)
-        base_rss = {b: real_run(base, env, b)["maxrss_kb"] * 1024 for b in BACKENDS}
         log = os.path.join(FID, f"{name}.%p.shimlog")
         cap = real_run(argv, env, "glibc", log=log)
         logs = sorted(f for f in os.listdir(FID) if f.startswith(name + ".") and f.endswith(".shimlog"))
         # one process per program here; the largest log is the program's (not a helper's)
         logp = max((os.path.join(FID, f) for f in logs), key=os.path.getsize)
-        rep, replay_cmd_s = replay(shimlog, logp)
+        # Real runs and replays alternate round by round, so that both meet the same load of
+        # this shared machine; each figure is a median over the rounds.
+        walls = {b: [] for b in BACKENDS}
+        rss = {b: [] for b in BACKENDS}
+        reps, rep_s = [], []
+        for _ in range(rounds):
+            for b in BACKENDS:
+                m = real_run(argv, env, b)
+                walls[b].append(m["wall_s"])
+                rss[b].append(m["maxrss_kb"] * 1024)
+            r_, dt = replay(shimlog, logp)
+            reps.append(r_)
+            rep_s.append(dt)
+        base_rss = {b: real_run(base, env, b)["maxrss_kb"] * 1024 for b in BACKENDS}
+        # The replay whose walls are the medians' (per backend, the median run's column).
+        rep = reps[0]
+        replay_cmd_s = statistics.median(rep_s)
+        med_col = {}
+        for b in BACKENDS:
+            cols = sorted((next(c for c in r_["backends"] if c["backend"] == b) for r_ in reps),
+                          key=lambda c: c["wall_ns"])
+            med_col[b] = cols[len(cols) // 2]
         row = {"name": name, "title": title, "argv": argv, "capture_wall_s": cap["wall_s"],
                "log_bytes": os.path.getsize(logp), "replay_command_s": replay_cmd_s,
-               "events": rep["plan"]["events"], "threads": rep["plan"]["threads"], "backends": {}}
-        for col in rep["backends"]:
-            b = col["backend"]
+               "events": rep["plan"]["events"], "threads": rep["plan"]["threads"],
+               "peak_threads": rep["plan"]["peak_threads"], "ops_planned": rep["plan"]["ops_total"],
+               "ops_replayed": min(c["ops_total"] for c in rep["backends"]), "backends": {}}
+        for b in BACKENDS:
+            col = med_col[b]
             real_w = statistics.median(walls[b])
             real_rss = statistics.median(rss[b])
             heap = max(real_rss - base_rss[b], 0)
@@ -159,6 +174,11 @@ def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print, touch_
                 "real_wall_s": real_w, "real_walls_s": walls[b], "real_peak_rss": real_rss,
                 "base_rss": base_rss[b], "real_heap_rss": heap,
                 "replay_wall_s": col["wall_ns"] / 1e9, "replay_peak_rss": pred_rss,
+                "replay_walls_s": [next(c for c in r_["backends"] if c["backend"] == b)["wall_ns"] / 1e9
+                                   for r_ in reps],
+                "replay_cpu_s": (col["cpu_user_ns"] + col["cpu_sys_ns"]) / 1e9,
+                "replay_alloc_s": col["alloc_ns_total"] / 1e9, "replay_ops": col["ops_total"],
+                "replay_threads_running": col["max_threads_running"],
                 "rss_error": (pred_rss - heap) / heap if heap > 0 else None,
             }
         bs = row["backends"]
@@ -230,10 +250,11 @@ def markdown(res):
     L = [
         "## Replay fidelity",
         "",
-        "Each program run for real under the shim with `SHIM_TRACE=0 SHIM_BACKEND=X` "
-        f"(median of {res['rounds']}, backends alternated run by run), captured once "
-        "(`SHIM_BACKEND=glibc`, recording on) and replayed from that capture with "
-        "`shimlog replay LOG --json` (default options). Heap RSS of a real run: its peak RSS "
+        "Each program captured once "
+        "(`SHIM_BACKEND=glibc`, recording on), then in each of "
+        f"{res['rounds']} rounds run for real under the shim with `SHIM_TRACE=0 SHIM_BACKEND=X` for "
+        "every backend and replayed from that capture with `shimlog replay LOG --json` (default "
+        "options); figures are medians over the rounds. Heap RSS of a real run: its peak RSS "
         "minus that of the same program doing next to nothing (`base` command line in "
         "bench/fidelity.py), same backend. A pair of backends counts when their real runs "
         "differ by more than 10%; it agrees when the replay orders it the same way. "
@@ -261,6 +282,18 @@ def markdown(res):
                        + ("yes" if p["agree"] else "**no**") for p in r["pairs"]) or "none differ by >10%"
         L.append(f"| {r['name']} | {r['title']} | {r['events']:,} | {r['threads']} | "
                  f"{' < '.join(r['real_rank'])} | {' < '.join(r['replay_rank'])} | {ag} |")
+    L += ["", "Where the replay's time goes (default options): its CPU time, of which inside the allocator "
+          "(the timed calls' time, one call in 64, scaled), and the rest per op: the replay's own loop "
+          "(reading the plan, the slot table), the touches and their page faults, waits and thread "
+          "starts. The real program spends its own time between calls instead.", "",
+          "| program | backend | real wall s | replay wall s | replay CPU s | in allocator s | rest ns/op | "
+          "threads at once (log / replay) |", "|---|---|---|---|---|---|---|---|"]
+    for r in res["programs"]:
+        for b, v in r["backends"].items():
+            rest = (v["replay_cpu_s"] - v["replay_alloc_s"]) * 1e9 / max(v["replay_ops"], 1)
+            L.append(f"| {r['name']} | {b} | {v['real_wall_s']:.3f} | {v['replay_wall_s']:.3f} | "
+                     f"{v['replay_cpu_s']:.3f} | {v['replay_alloc_s']:.3f} | {rest:.0f} | "
+                     f"{r['peak_threads']} / {v['replay_threads_running']} |")
     tm = s.get("touch_modes", {})
     if any(v["columns"] for v in tm.values()):
         L += ["", "The same captures replayed with each `--touch` mode (the default is `first`):", "",

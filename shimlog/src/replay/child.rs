@@ -68,8 +68,9 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
             let mut buf = vec![0u8; buf_len];
             touch_pages(buf.as_mut_ptr(), buf.len());
             let cap = (tp.ops / time_every + 2) as usize;
-            let mut samples: Vec<u64> = Vec::with_capacity(cap);
-            samples.resize(cap, 0);
+            // Written once (so resident before the baseline), then emptied.
+            let mut samples: Vec<u64> = vec![0; cap];
+            touch_pages(samples.as_mut_ptr() as *mut u8, cap * 8);
             samples.clear();
             sample_bytes += cap as u64 * 8;
             UnsafeCell::new(Worker {

@@ -41,7 +41,7 @@ fn simulate(meta: &PlanMeta, file: &File) -> Result<(), String> {
         let mut progressed = false;
         while let Some(l) = meta.control.get(control_at) {
             let j = l.thread as usize;
-            if life != l.index || (!l.start && !(started[j] && ended(&at, j))) {
+            if life != l.index || !(l.start || (started[j] && ended(&at, j))) {
                 break;
             }
             if l.start {
