@@ -9,7 +9,7 @@ compare per backend: wall time, peak RSS against the real run's heap RSS (its pe
 minus that of the same program doing next to nothing: its `base` command line), and the
 order of every pair of backends whose real runs differ by more than 10%.
 
-  python3 bench/fidelity.py [--smoke] [--rounds N] [--only NAME,...] [--shimlog PATH]
+  python3 bench/fidelity.py [--smoke] [--rounds N] [--only NAME,...] [--shimlog PATH] [--report]
 
 bench.py runs it as part of `make bench` (and, small, of --smoke); alone it prints the
 markdown section and writes bench/out/fidelity.json."""
@@ -99,6 +99,17 @@ def replay(shimlog, log, extra=()):
     return json.loads(p.stdout), dt
 
 
+def median_col(reps, b):
+    """Backend b's column of the replay whose wall time for b is the median of `reps`."""
+    cols = sorted((next(c for c in r_["backends"] if c["backend"] == b) for r_ in reps),
+                  key=lambda c: c["wall_ns"])
+    return cols[len(cols) // 2]
+
+
+def cpu_s(col):
+    return (col["cpu_user_ns"] + col["cpu_sys_ns"]) / 1e9
+
+
 def rank(d):
     return sorted(d, key=lambda k: d[k])
 
@@ -140,25 +151,28 @@ def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print, touch_
         # Real runs and replays alternate round by round, so that both meet the same load of
         # this shared machine; each figure is a median over the rounds.
         walls = {b: [] for b in BACKENDS}
+        cpus = {b: [] for b in BACKENDS}
         rss = {b: [] for b in BACKENDS}
         reps, rep_s = [], []
+        modes = {m: [] for m in (OTHER_TOUCH if touch_modes else ())}
         for _ in range(rounds):
             for b in BACKENDS:
                 m = real_run(argv, env, b)
                 walls[b].append(m["wall_s"])
+                cpus[b].append(m["cpu_s"])
                 rss[b].append(m["maxrss_kb"] * 1024)
             r_, dt = replay(shimlog, logp)
             reps.append(r_)
             rep_s.append(dt)
+            for mode in modes:
+                modes[mode].append(replay(shimlog, logp, [f"--touch={mode}"])[0])
         base_rss = {b: real_run(base, env, b)["maxrss_kb"] * 1024 for b in BACKENDS}
         # The replay whose walls are the medians' (per backend, the median run's column).
         rep = reps[0]
         replay_cmd_s = statistics.median(rep_s)
         med_col = {}
         for b in BACKENDS:
-            cols = sorted((next(c for c in r_["backends"] if c["backend"] == b) for r_ in reps),
-                          key=lambda c: c["wall_ns"])
-            med_col[b] = cols[len(cols) // 2]
+            med_col[b] = median_col(reps, b)
         row = {"name": name, "title": title, "argv": argv, "capture_wall_s": cap["wall_s"],
                "log_bytes": os.path.getsize(logp), "replay_command_s": replay_cmd_s,
                "events": rep["plan"]["events"], "threads": rep["plan"]["threads"],
@@ -172,11 +186,13 @@ def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print, touch_
             pred_rss = col["memory"]["peak_rss_bytes"]
             row["backends"][b] = {
                 "real_wall_s": real_w, "real_walls_s": walls[b], "real_peak_rss": real_rss,
+                "real_cpu_s": statistics.median(cpus[b]),
                 "base_rss": base_rss[b], "real_heap_rss": heap,
                 "replay_wall_s": col["wall_ns"] / 1e9, "replay_peak_rss": pred_rss,
                 "replay_walls_s": [next(c for c in r_["backends"] if c["backend"] == b)["wall_ns"] / 1e9
                                    for r_ in reps],
-                "replay_cpu_s": (col["cpu_user_ns"] + col["cpu_sys_ns"]) / 1e9,
+                "replay_cpu_s": statistics.median(cpu_s(next(c for c in r_["backends"] if c["backend"] == b))
+                                                  for r_ in reps),
                 "replay_alloc_s": col["alloc_ns_total"] / 1e9, "replay_ops": col["ops_total"],
                 "replay_threads_running": col["max_threads_running"],
                 "rss_error": (pred_rss - heap) / heap if heap > 0 else None,
@@ -187,10 +203,11 @@ def measure(smoke=False, rounds=3, only=None, shimlog=SHIMLOG, say=print, touch_
         row["real_rank"], row["replay_rank"] = rank(real), rank(pred)
         pairs = pairs_of(real, pred)
         row["pairs"] = pairs
+        row["pairs_cpu"] = pairs_of({b: v["real_cpu_s"] for b, v in bs.items()},
+                                    {b: v["replay_cpu_s"] for b, v in bs.items()})
         row["touch_modes"] = {}
-        for mode in OTHER_TOUCH if touch_modes else ():
-            rep_m, _ = replay(shimlog, logp, [f"--touch={mode}"])
-            cols = {c["backend"]: c for c in rep_m["backends"]}
+        for mode, mreps in modes.items():
+            cols = {b: median_col(mreps, b) for b in bs}
             pm = {b: cols[b]["wall_ns"] / 1e9 for b in bs}
             row["touch_modes"][mode] = {
                 "replay_wall_s": pm,
@@ -230,8 +247,10 @@ def summary(rows):
     pairs = [p for r in rows for p in r["pairs"]]
     cols = [v for r in rows for v in r["backends"].values()]
     rss = [v for v in cols if v["real_heap_rss"] >= MIN_HEAP]
+    pcpu = [p for r in rows for p in r.get("pairs_cpu", [])]
     return {
         "pairs": len(pairs), "pairs_agree": sum(p["agree"] for p in pairs),
+        "pairs_cpu": len(pcpu), "pairs_cpu_agree": sum(p["agree"] for p in pcpu),
         "columns": len(cols),
         "replay_faster": sum(v["replay_wall_s"] <= v["real_wall_s"] for v in cols),
         "worst_time_ratio": max((v["replay_wall_s"] / v["real_wall_s"] for v in cols), default=None),
@@ -272,7 +291,8 @@ def markdown(res):
     ]
     for r in res["programs"]:
         for b, v in r["backends"].items():
-            err = f"{v['rss_error'] * 100:+.0f}%" if v["rss_error"] is not None else "n/a"
+            err = (f"{v['rss_error'] * 100:+.0f}%" if v["real_heap_rss"] >= MIN_HEAP
+                   else f"(heap < {MIN_HEAP >> 20} MiB)")
             L.append(f"| {r['name']} | {b} | {v['real_wall_s']:.3f} | {v['replay_wall_s']:.3f} | "
                      f"{mib(v['real_peak_rss'])} | {mib(v['real_heap_rss'])} | {mib(v['replay_peak_rss'])} | {err} |")
     L += ["", "| program | what it does | events | threads | real ranking | replay ranking | pairs >10% agreeing |",
@@ -282,21 +302,29 @@ def markdown(res):
                        + ("yes" if p["agree"] else "**no**") for p in r["pairs"]) or "none differ by >10%"
         L.append(f"| {r['name']} | {r['title']} | {r['events']:,} | {r['threads']} | "
                  f"{' < '.join(r['real_rank'])} | {' < '.join(r['replay_rank'])} | {ag} |")
-    L += ["", "Where the replay's time goes (default options): its CPU time, of which inside the allocator "
-          "(the timed calls' time, one call in 64, scaled), and the rest per op: the replay's own loop "
-          "(reading the plan, the slot table), the touches and their page faults, waits and thread "
-          "starts. The real program spends its own time between calls instead.", "",
-          "| program | backend | real wall s | replay wall s | replay CPU s | in allocator s | rest ns/op | "
-          "threads at once (log / replay) |", "|---|---|---|---|---|---|---|---|"]
-    for r in res["programs"]:
-        for b, v in r["backends"].items():
-            rest = (v["replay_cpu_s"] - v["replay_alloc_s"]) * 1e9 / max(v["replay_ops"], 1)
+    L += ["", f"By CPU time instead of wall time (user + system, medians; steadier on this shared machine "
+          f"than wall time): **{s['pairs_cpu_agree']} of {s['pairs_cpu']}** pairs whose real CPU times differ by "
+          "more than 10% are ranked the same way by the replay's CPU times.", ""]
+    slow = [(r, b, v) for r in res["programs"] for b, v in r["backends"].items()
+            if v["replay_wall_s"] > v["real_wall_s"]]
+    if slow:
+        L += ["Where the replay took longer than the program (the target is at most the real run's "
+              "time), per call: the program's whole run, against the replay's (CPU time per op, medians). "
+              "These programs do next to nothing between their calls, so there is no work of theirs to "
+              "leave out: the replay makes the same calls and, instead of the program's own loop, reads the "
+              "next op from the plan, finds its block in the slot table (a cache miss where the program "
+              "has its own table) and touches the block, which costs about as much again. The allocator's "
+              "part is the same in both.", "",
+              "| program | backend | real wall s | replay wall s | real CPU ns per call | replay CPU ns per op |",
+              "|---|---|---|---|---|---|"]
+        for r, b, v in slow:
+            ops = max(v["replay_ops"], 1)
             L.append(f"| {r['name']} | {b} | {v['real_wall_s']:.3f} | {v['replay_wall_s']:.3f} | "
-                     f"{v['replay_cpu_s']:.3f} | {v['replay_alloc_s']:.3f} | {rest:.0f} | "
-                     f"{r['peak_threads']} / {v['replay_threads_running']} |")
+                     f"{v['real_cpu_s'] * 1e9 / ops:.0f} | {v['replay_cpu_s'] * 1e9 / ops:.0f} |")
     tm = s.get("touch_modes", {})
     if any(v["columns"] for v in tm.values()):
-        L += ["", "The same captures replayed with each `--touch` mode (the default is `first`):", "",
+        L += ["", "The same captures replayed with each `--touch` mode (medians over the rounds; the default "
+              "is `first`):", "",
               "| --touch | pairs agreeing | replay no slower than real | RSS within 20% |", "|---|---|---|---|",
               f"| first (default) | {s['pairs_agree']} of {s['pairs']} | {s['replay_faster']} of {s['columns']} | "
               f"{s['rss_within_20']} of {s['rss_columns']} |"]
@@ -312,7 +340,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--only", default="")
     ap.add_argument("--shimlog", default=SHIMLOG)
+    ap.add_argument("--report", action="store_true",
+                    help="print the markdown of the last run (bench/out/fidelity/fidelity.json), run nothing")
     a = ap.parse_args()
+    if a.report:
+        with open(os.path.join(FID, "fidelity.json")) as f:
+            print(markdown(json.load(f)))
+        return 0
     rounds = a.rounds or (1 if a.smoke else 3)
     res = measure(a.smoke, rounds, set(filter(None, a.only.split(","))), a.shimlog,
                   say=lambda m: print(m, file=sys.stderr, flush=True))
