@@ -380,8 +380,14 @@ fn pace_keeps_the_recorded_gaps() {
     assert_eq!(busy["options"]["pace_mode"], "busy");
     assert!(wall(&busy) >= recorded * 95 / 100, "busy replay took {} ns of {recorded}", wall(&busy));
     let cpu = |r: &Value| r["backends"][0]["cpu_user_ns"].as_u64().unwrap() + r["backends"][0]["cpu_sys_ns"].as_u64().unwrap();
-    assert!(cpu(&busy) >= recorded / 2, "busy: {} ns of CPU over a {recorded} ns gap", cpu(&busy));
-    assert!(cpu(&paced) < recorded / 4, "sleep: {} ns of CPU over a {recorded} ns gap", cpu(&paced));
+    // How much of a CPU a spinning thread gets depends on the machine's load (a shared 2-core
+    // machine at load 9 gave it 0.3 s of 0.8); asleep it takes next to none.
+    assert!(
+        cpu(&busy) > 5 * cpu(&paced) + recorded / 50,
+        "busy: {} ns of CPU, asleep: {} ns, over a {recorded} ns gap",
+        cpu(&busy),
+        cpu(&paced)
+    );
     let out = shimlog(&["replay", log.to_str().unwrap(), "--pace=nap"], Duration::from_secs(30));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown value 'nap' (accepted: sleep, busy)"));
