@@ -9,7 +9,8 @@ workloads first).
                      (DEMO_ITERS iterations per thread). Prints the table,
                      writes bench/results.json and BENCHMARKS.md.
   bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
-                     output and that its log decodes. Writes nothing outside bench/out/."""
+                     output and that its log decodes; the replay fidelity programs once each,
+                     captured and replayed. Writes nothing outside bench/out/."""
 import argparse
 import dataclasses
 import datetime
@@ -25,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind  # noqa: E402
+import fidelity  # noqa: E402
 import figures  # noqa: E402
 import logs  # noqa: E402
 import ownalloc  # noqa: E402
@@ -323,11 +325,13 @@ def full():
     levels = zstd_levels(single, single.full // 2, (3, 9))
     stats = stats_speed.measure(5, say)
     own = ownalloc.measure(rounds, say)
+    say("replay fidelity: real runs per backend against one capture's replay")
+    fid = fidelity.measure(smoke=False, rounds=3, say=say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
-               "zstd_levels": levels, "stats_speed": stats, "ownalloc": own,
+               "zstd_levels": levels, "stats_speed": stats, "ownalloc": own, "fidelity": fid,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "
@@ -374,6 +378,19 @@ def smoke():
     c = clock_cost(10_000, 1)
     n += 1
     failures += not c["ok"]
+    # Replay fidelity at a small size: every program runs under each backend, is captured
+    # and replayed; a program that fails or a replay that errs fails the smoke.
+    try:
+        fid = fidelity.measure(smoke=True, rounds=1, say=say, touch_modes=False)
+        n += len(fid["programs"])
+        for r in fid["programs"]:
+            if r["ops_replayed"] != r["ops_planned"]:
+                failures += 1
+                say(f"fidelity {r['name']}: replayed {r['ops_replayed']} ops of the plan's {r['ops_planned']}")
+    except Exception as e:  # noqa: BLE001 (any failure of the run is the smoke's failure)
+        n += 1
+        failures += 1
+        say(f"fidelity smoke failed: {e}")
     say(f"smoke: {n - failures} of {n} runs ok")
     return 1 if failures else 0
 

@@ -711,6 +711,9 @@ def markdown(results):
         for what, where in probs.items():
             w(f"- {what}: {', '.join(where)}")
         w("")
+    if results.get("fidelity"):
+        import fidelity
+        w(fidelity.markdown(results["fidelity"]))
     if results.get("skipped"):
         w("## Skipped\n")
         for s in results["skipped"]:

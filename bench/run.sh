@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make bench: measure what the shim costs against the bare allocators and heaptrack.
 #
-#   bash bench/run.sh           full run (about 5 minutes on 2 cores): prints the table,
-#                               rewrites BENCHMARKS.md and bench/results.json
+#   bash bench/run.sh           full run (about 15 minutes on 2 cores, replay fidelity
+#                               included): prints the table, rewrites BENCHMARKS.md and
+#                               bench/results.json
 #   bash bench/run.sh --smoke   runs each bench program once, briefly, bare and under the
 #                               shim, and checks they still work and their logs decode;
 #                               writes nothing outside bench/out/
@@ -30,6 +31,7 @@ if [ "$mode" = full ]; then
   [ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || missing+=(libjemalloc2)
   ls /usr/lib/x86_64-linux-gnu/libmimalloc.so.2* >/dev/null 2>&1 || missing+=(libmimalloc2.0)
   command -v heaptrack >/dev/null 2>&1 || missing+=(heaptrack)
+  command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)  # a real program for replay fidelity
   if [ ${#missing[@]} -gt 0 ]; then
     echo "bench: installing ${missing[*]}" >&2
     if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -55,7 +57,8 @@ fi
 # The workloads, built the same way as the demo.
 bin=bench/out/bin
 mkdir -p "$bin"
-for src in bench/workloads/*.c workloads/demo.c; do
+# The replay fidelity programs (bench/fidelity.py) are built the same way.
+for src in bench/workloads/*.c bench/workloads/fidelity/*.c workloads/demo.c; do
   exe="$bin/$(basename "$src" .c)"
   if [ ! -x "$exe" ] || [ "$src" -nt "$exe" ]; then
     cc -O2 -pthread -o "$exe" "$src"

@@ -172,16 +172,6 @@ impl Latency {
         self.h[action].saturating_record(ticks.max(1));
         self.total[action] = self.total[action].wrapping_add(ticks);
     }
-    pub fn merge(&mut self, o: &Latency) {
-        for i in 0..5 {
-            let _ = self.h[i].add(&o.h[i]);
-            self.total[i] = self.total[i].wrapping_add(o.total[i]);
-        }
-    }
-    /// Bytes of counts the histograms hold.
-    pub fn bytes(&self) -> u64 {
-        self.h.iter().map(|h| h.distinct_values() as u64 * 8).sum()
-    }
 }
 
 /// Percentiles of one function's latency, in ns.
@@ -257,13 +247,6 @@ impl Slop {
         self.requested[k] += requested;
         self.usable[k] += usable;
     }
-    pub fn merge(&mut self, o: &Slop) {
-        for k in 0..SLOP_CLASSES {
-            self.allocs[k] += o.allocs[k];
-            self.requested[k] += o.requested[k];
-            self.usable[k] += o.usable[k];
-        }
-    }
 }
 
 /// One line of the slop report.
@@ -323,13 +306,17 @@ pub struct RssSample {
 }
 
 pub const MAX_SAMPLES: usize = 2048;
+/// The first sampling interval: 5 ms. Every wake-up takes a CPU from the replay threads on a
+/// small machine (at 1 ms, a thousand context switches per second of replay); the peak
+/// itself comes from VmHWM, not from the samples.
+pub const SAMPLE_INTERVAL_NS: u64 = 5_000_000;
 
 impl Sampler {
     pub fn new() -> Sampler {
         // Filled once so that its pages are resident before the baseline is taken.
         let mut samples = vec![RssSample::default(); MAX_SAMPLES];
         samples.clear();
-        Sampler { samples, interval_ns: 1_000_000, peak_rss: 0 }
+        Sampler { samples, interval_ns: SAMPLE_INTERVAL_NS, peak_rss: 0 }
     }
 
     /// Runs on its own thread. `tick` is called after every sample (progress display).

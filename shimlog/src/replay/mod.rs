@@ -1,17 +1,26 @@
-//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc] [--json] [--pace] [--touch]`.
+//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc] [--json] [--pace[=sleep|busy]]
+//! [--touch=none|first|all] [--timing=N|all]`.
 //!
-//! The parent turns the log into a plan once (plan.rs: one op stream per recorded thread, in
-//! a temporary directory), then replays it in one fresh child process per backend
-//! (child.rs: `shimlog replay LOG --child BACKEND --plan DIR`, which prints its figures as
-//! JSON), and shows the children's figures side by side (table.rs) or as JSON (report.rs).
+//! The parent turns the log into a plan once (planner.rs: one op stream per recorded thread,
+//! in a temporary directory), then replays it in one fresh child process per backend
+//! (child.rs and worker.rs: `shimlog replay LOG --child BACKEND --plan DIR`, which prints its
+//! figures as JSON), and shows the children's figures side by side (table.rs) or as JSON
+//! (report.rs).
 mod child;
 mod measure;
+mod sync;
+mod worker;
+mod op_codec;
 mod plan;
+#[cfg(test)]
+mod plan_check;
+mod planner;
 mod report;
 mod table;
 
 use report::{BackendResult, Options, PlanSummary, Program, Replay, Report};
 use shim_backend::Backend;
+use worker::{Pace, Touch};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,12 +35,24 @@ pub struct Args {
     /// Print the results as one JSON document.
     #[arg(long)]
     pub json: bool,
-    /// Keep the recorded gaps between events (exercises time-dependent decay and purging).
-    #[arg(long)]
-    pub pace: bool,
-    /// Write every allocated byte, so that RSS reflects memory the program really used.
-    #[arg(long)]
-    pub touch: bool,
+    /// Keep the recorded gaps between calls: each call waits until its recorded time after
+    /// the start. sleep (a bare --pace) sleeps through a gap, as a program waiting for I/O or
+    /// a lock; busy spins through it, as a program computing (the CPU stays busy, the other
+    /// threads get less of it). Either exercises time-dependent decay and purging. Without
+    /// --pace calls follow each other at once: the program's work between calls takes no time.
+    #[arg(long, value_name = "sleep|busy", num_args = 0..=1, default_missing_value = "sleep",
+          require_equals = true, value_parser = parse_pace)]
+    pub pace: Option<Pace>,
+    /// How much of each allocated block to write: none; first (one byte in every page the
+    /// block spans, as a program's first writes fault its new pages in); all (every byte).
+    /// A bare --touch is all.
+    #[arg(long, value_name = "none|first|all", default_value = "first", num_args = 0..=1,
+          default_missing_value = "all", require_equals = true, value_parser = parse_touch)]
+    pub touch: Touch,
+    /// Which calls are timed: one in N (rounded up to a power of two), or all. The timed
+    /// calls give the latency figures; the others run with no clock read around them.
+    #[arg(long, value_name = "N|all", default_value = "64", value_parser = parse_timing)]
+    pub timing: u64,
     /// Internal: replay the plan in --plan against this backend and print JSON.
     #[arg(long, hide = true)]
     pub child: Option<String>,
@@ -41,6 +62,28 @@ pub struct Args {
 
 fn parse_backend(s: &str) -> Result<Backend, String> {
     s.parse()
+}
+
+fn parse_touch(s: &str) -> Result<Touch, String> {
+    Touch::parse(s)
+}
+
+fn parse_pace(s: &str) -> Result<Pace, String> {
+    match s {
+        "sleep" => Ok(Pace::Sleep),
+        "busy" => Ok(Pace::Busy),
+        _ => Err(format!("unknown value '{s}' (accepted: sleep, busy)")),
+    }
+}
+
+fn parse_timing(s: &str) -> Result<u64, String> {
+    if s == "all" {
+        return Ok(1);
+    }
+    match s.parse::<u64>() {
+        Ok(n) if (1..=1 << 20).contains(&n) => Ok(n.next_power_of_two()),
+        _ => Err(format!("unknown value '{s}' (accepted: all, or N from 1 to 1048576: time one call in N)")),
+    }
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
@@ -60,7 +103,12 @@ pub fn run(a: Args) -> Result<i32, String> {
         .map_err(|e| format!("cannot create a temporary directory for the replay plan: {e}"))?;
     let tty = std::io::stderr().is_terminal();
     let meta = {
-        let mut f = std::fs::File::create(dir.path().join("ops.bin"))
+        // Read back too: the planner flags ops already written (NOTIFY) in place.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("ops.bin"))
             .map_err(|e| format!("cannot create the replay plan in {}: {e}", dir.path().display()))?;
         let bar = tty.then(|| {
             let b = indicatif::ProgressBar::new(reader.compressed_bytes());
@@ -110,7 +158,11 @@ pub fn run(a: Args) -> Result<i32, String> {
             pid: h.pid,
             recorded_backend: format!("{} {}", h.backend, h.backend_version).trim().to_string(),
         },
-        options: Options { pace: a.pace, touch: a.touch },
+        options: Options {
+            pace: a.pace.is_some(),
+            pace_mode: a.pace.map(|p| p.name().to_string()),
+            touch: a.touch.name().into(),
+        },
         notes: notes(&a, &meta, &results),
         plan: PlanSummary::of(&meta),
         backends: results,
@@ -133,12 +185,11 @@ fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find shimlog itself: {e}"))?;
     let mut c = Command::new(exe);
     c.arg("replay").arg(&a.log).arg("--child").arg(b.name()).arg("--plan").arg(dir);
-    if a.pace {
-        c.arg("--pace");
+    if let Some(p) = a.pace {
+        c.arg(format!("--pace={}", p.name()));
     }
-    if a.touch {
-        c.arg("--touch");
-    }
+    c.arg(format!("--touch={}", a.touch.name()));
+    c.arg(format!("--timing={}", a.timing));
     // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF.
     if let (Ok(conf), Err(_)) = (std::env::var("MALLOC_CONF"), std::env::var("_RJEM_MALLOC_CONF")) {
         c.env("_RJEM_MALLOC_CONF", conf);
@@ -158,7 +209,12 @@ fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
 fn run_child(name: &str, a: &Args) -> Result<i32, String> {
     let b: Backend = name.parse()?;
     let dir = a.plan.as_deref().ok_or("--child needs --plan DIR")?;
-    let o = child::ChildOpts { pace: a.pace, touch: a.touch, progress: std::io::stderr().is_terminal() };
+    let o = child::ChildOpts {
+        pace: a.pace,
+        touch: a.touch,
+        progress: std::io::stderr().is_terminal(),
+        time_every: a.timing,
+    };
     let r = child::run(b, dir, &o)?;
     let s = serde_json::to_string(&r).map_err(|e| e.to_string())?;
     println!("{s}");
@@ -167,18 +223,27 @@ fn run_child(name: &str, a: &Args) -> Result<i32, String> {
 
 fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
     let mut n = Vec::new();
-    if a.touch {
-        n.push("memory was touched: every allocated byte was written once after it was allocated".into());
-    } else {
-        n.push("memory was not touched: RSS counts only pages the allocators wrote themselves (their metadata, calloc's zeroing); --touch writes every allocated byte".into());
-    }
-    if a.pace {
-        n.push(format!(
-            "paced: the recorded gaps between events were kept ({} recorded)",
-            table::duration(m.last_ts_ns.saturating_sub(m.first_ts_ns) as f64)
-        ));
-    } else {
-        n.push("replayed as fast as possible, without the recorded gaps (--pace keeps them)".into());
+    n.push(match a.touch {
+        Touch::First => "memory touched as a program's first writes touch it (--touch=first, the default): one byte written in every page each block spans (a realloc: in what the block gained), so that the page faults, zeroing and huge pages of new memory are paid as in the program; --touch=all writes every byte, --touch=none nothing".into(),
+        Touch::All => "memory was touched: every allocated byte was written once after it was allocated (a realloc: what the block gained)".into(),
+        Touch::None => "memory was not touched: RSS counts only pages the allocators wrote themselves (their metadata, calloc's zeroing); --touch=first writes one byte per page, --touch=all every byte".into(),
+    });
+    n.push(format!(
+        "threads lived as they lived: each recorded thread was started and joined where the log shows it started and exited, relative to the other threads' calls ({} starts and exits; at most {} threads alive at once, as in the program)",
+        m.lifecycle_events, m.peak_threads
+    ));
+    match a.pace {
+        Some(p) => n.push(format!(
+            "paced: every call waited for its recorded time ({} recorded), {} through the gaps: {}",
+            table::duration(m.last_ts_ns.saturating_sub(m.first_ts_ns) as f64),
+            if p == Pace::Busy { "spinning" } else { "asleep" },
+            if p == Pace::Busy {
+                "the program's work between calls modelled as CPU kept busy (no memory touched)"
+            } else {
+                "the program's work between calls modelled as waiting (the CPU free for other threads)"
+            }
+        )),
+        None => n.push("replayed as fast as possible, calls back to back: the program's own work between calls is left out, so the wall times are the allocator's (plus the replay's own few ns per call and the touches); --pace keeps the recorded gaps".into()),
     }
     let base: Vec<String> = res
         .iter()
@@ -187,7 +252,7 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
     if let Some(r) = res.iter().find_map(|b| b.replay.as_ref()) {
         let e = &r.excluded;
         n.push(format!(
-            "excluded from every RSS figure: each child's resident set just before its first replayed op ({}): shimlog itself, its slot table ({} slots, {}), op buffers ({}), latency histograms ({}), the RSS samples and the {} replay threads' stacks, all written once before the first op so that they do not grow during the replay (the stacks only by what the allocator calls use)",
+            "excluded from every RSS figure: each child's resident set just before its first replayed op ({}): shimlog itself, its slot table ({} slots, {}), op buffers ({}), latency sample buffers ({}) and the RSS samples, all written once before the first op so that they do not grow during the replay; the {} replay threads' stacks are the program's own threads' counterparts and count",
             base.join(", "),
             count_str(m.slots as u64),
             table::bytes(e.slot_table_bytes as f64),
@@ -197,8 +262,8 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
         ));
         n.push("shimlog's own allocations use glibc's malloc and were all made before the replay started, so in the glibc column they share its heap; the glibc statistics (mallinfo2) include them".into());
         n.push(format!(
-            "latencies include one clock read ({}), about {:.0} ns; they are rounded to 1% (2 significant digits)",
-            e.clock, e.timer_cost_ns
+            "one call in {} was timed ({} calls; --timing), as the shim does: latencies are of those calls and include one clock read ({}), about {:.0} ns, rounded to 1% (2 significant digits); total times are theirs scaled by {}. Slop comes from each backend's size classes, computed while planning: nothing but the calls, their touches and the threads' hand-offs runs in the timed replay",
+            e.time_every, count_str(e.timed_calls), e.clock, e.timer_cost_ns, e.time_every
         ));
     }
     for b in res {

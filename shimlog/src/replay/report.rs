@@ -29,7 +29,11 @@ pub struct Program {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Options {
     pub pace: bool,
-    pub touch: bool,
+    /// "sleep" or "busy" when paced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_mode: Option<String>,
+    /// none, first or all (see `--touch`).
+    pub touch: String,
 }
 
 /// What the pre-pass found: the same for every backend.
@@ -45,6 +49,9 @@ pub struct PlanSummary {
     pub cross_thread_reallocs: u64,
     pub waiting_ops: u64,
     pub late_realloc_frees: u64,
+    /// Most threads alive at once in the log, and thread starts and exits replayed.
+    pub peak_threads: u32,
+    pub lifecycle_events: u32,
     pub ideal_bytes: u64,
     pub peak_live_blocks: u64,
     pub end_live_bytes: u64,
@@ -70,6 +77,8 @@ impl PlanSummary {
             cross_thread_reallocs: m.cross_thread_reallocs,
             waiting_ops: m.waiting_ops,
             late_realloc_frees: m.late_realloc_frees,
+            peak_threads: m.peak_threads,
+            lifecycle_events: m.lifecycle_events,
             ideal_bytes: m.ideal_bytes,
             peak_live_blocks: m.peak_live_blocks,
             end_live_bytes: m.end_live_bytes,
@@ -112,6 +121,11 @@ pub struct Replay {
     pub events_per_s_per_thread: Throughput,
     pub events_per_s_total: f64,
     pub threads: Vec<ThreadResult>,
+    /// Most threads the program had alive at once (the plan's figure) and most replay
+    /// threads that ran at once (counted by the threads as they start and end; a thread
+    /// counts until its ops are done, its exit joined a moment later).
+    pub peak_threads: u32,
+    pub max_threads_running: u32,
     pub memory: Memory,
     pub minor_faults: u64,
     pub major_faults: u64,
@@ -189,4 +203,8 @@ pub struct Excluded {
     pub timer_cost_ns: f64,
     /// The clock the latencies were read from ("tsc" or "monotonic").
     pub clock: String,
+    /// One call in this many was timed; the latency figures are of those calls, and the
+    /// totals (alloc_ns_total, total_ns) are the timed calls' times scaled by it.
+    pub time_every: u64,
+    pub timed_calls: u64,
 }

@@ -132,7 +132,7 @@ fn rows(cols: &[Option<&Replay>]) -> Vec<Row> {
     use Better::*;
     row("wall time", Unit::Ns, Lower, &|r| Some(r.wall_ns as f64));
     row("cpu time (user+sys)", Unit::Ns, Lower, &|r| Some((r.cpu_user_ns + r.cpu_sys_ns) as f64));
-    row("time in allocator", Unit::Ns, Lower, &|r| Some(r.alloc_ns_total as f64));
+    row("time in allocator (sampled)", Unit::Ns, Lower, &|r| Some(r.alloc_ns_total as f64));
     row("events/s per thread (median)", Unit::Rate, Higher, &|r| {
         Some(r.events_per_s_per_thread.median)
     });
@@ -182,6 +182,7 @@ fn rows(cols: &[Option<&Replay>]) -> Vec<Row> {
     row("cross-thread frees", Unit::Count, None, &|r| Some(r.cross_thread_frees as f64));
     row("cross-thread reallocs", Unit::Count, None, &|r| Some(r.cross_thread_reallocs as f64));
     row("waits for another thread", Unit::Count, None, &|r| Some(r.waits as f64));
+    row("threads running at once (most)", Unit::Count, None, &|r| Some(r.max_threads_running as f64));
     row("allocation failures", Unit::Count, None, &|r| Some(r.replay_failures as f64));
     out
 }
