@@ -16,7 +16,7 @@ pub(crate) fn set_errno(e: i32) {
 }
 
 fn page_size() -> usize {
-    crate::lifecycle::page_size()
+    crate::shared::page_size()
 }
 
 /// glibc's memalign rules: absurd alignments fail with EINVAL, others round up to a power
@@ -55,7 +55,7 @@ pub(crate) fn oom(p: *mut c_void) -> *mut c_void {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if crate::lifecycle::forwarding_only() {
+    if crate::state::get() == crate::state::OFF {
         return unsafe { oom(be::malloc(size)) };
     }
     malloc_recorded(size)
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if crate::lifecycle::forwarding_only() {
+    if crate::state::get() == crate::state::OFF {
         return unsafe { be::free(p) };
     }
     free_recorded(p)
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     unsafe { be::usable_size(p) }
 }
 
@@ -282,7 +282,7 @@ mod variadic_exec {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::heap_info(be::selected()) {
         Some(h) => {
             let mut m: libc::mallinfo2 = unsafe { core::mem::zeroed() };
@@ -306,7 +306,7 @@ pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::heap_info(be::selected()) {
         Some(h) => {
             let c = |v: usize| v.min(i32::MAX as usize) as i32;
@@ -331,7 +331,7 @@ pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::trim(be::selected()) {
         Some(done) => done as i32,
         None => {
@@ -348,7 +348,7 @@ pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_stats() {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     if !be::introspect::print_stats(be::selected()) {
         static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         let f = real(&REAL, c"malloc_stats");

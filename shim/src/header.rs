@@ -1,5 +1,5 @@
 //! The log header: what process this is, with which backend and clock.
-use crate::lifecycle::{self, Globals};
+use crate::shared::{self, Globals};
 use recorder::format::TICK_SHIFT;
 use recorder::{clock, Header};
 
@@ -24,7 +24,7 @@ pub fn build(g: &Globals, tps: f64) -> Header {
         cmdline,
         backend: g.backend.name().to_string(),
         backend_version: g.backend.version(),
-        page_size: lifecycle::page_size() as u64,
+        page_size: shared::page_size() as u64,
         start_unix_ns: g.start_unix_ns,
         start_mono_ns: g.p0.mono_ns,
         clock: clock::source().to_string(),

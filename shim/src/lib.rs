@@ -8,9 +8,12 @@ mod config;
 mod exports;
 mod header;
 mod hot;
+mod init;
 mod lifecycle;
 mod patch;
 mod recorder_thread;
+mod shared;
+mod state;
 mod thread;
 mod tls;
 

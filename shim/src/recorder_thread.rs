@@ -1,7 +1,8 @@
 //! The recorder thread: compresses every full buffer into one frame and writes it, and every
 //! ~500 µs does the housekeeping no hooked thread should pay for: the slow-call watchdog,
 //! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
-use crate::lifecycle::{self, say, G};
+use crate::shared::{self, say, G};
+use crate::thread::halt_all;
 use crate::thread::REGISTRY;
 use crate::tls;
 use core::sync::atomic::Ordering::*;
@@ -22,13 +23,13 @@ pub fn start() {
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         // Running from now on, as far as the final flush is concerned: it must wait for a
         // recorder that has not been scheduled yet.
-        lifecycle::RECORDER_RUNNING.store(true, Release);
+        shared::RECORDER_RUNNING.store(true, Release);
         let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         if rc != 0 {
-            lifecycle::RECORDER_RUNNING.store(false, Release);
+            shared::RECORDER_RUNNING.store(false, Release);
             say("shim: cannot start the recorder thread; the program runs without recording");
-            lifecycle::halt_all();
+            halt_all();
         }
     }
 }
@@ -37,7 +38,7 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     // Everything this thread does (zstd, writes, our own Vecs) passes straight through.
     tls::get().busy = 1;
     run();
-    lifecycle::RECORDER_DONE.store(true, Release);
+    shared::RECORDER_DONE.store(true, Release);
     core::ptr::null_mut()
 }
 
@@ -45,14 +46,14 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
 fn calibrated(rec: &mut Rec, tps: f64) {
     let g = G.get();
     // One second, in the log's ticks (what buffers' first_ticks count in).
-    lifecycle::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
+    shared::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
     if rec.failed {
         return;
     }
     if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
         say(&format!("shim: writing log {} failed: {e}; recording stopped, the program continues", g.log_path));
         rec.failed = true;
-        lifecycle::halt_all();
+        halt_all();
     }
 }
 
@@ -62,7 +63,7 @@ fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
     let n = statm.read_at(&mut b, 0).ok()?;
     let s = core::str::from_utf8(&b[..n]).ok()?;
     let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * lifecycle::page_size() as u64)
+    Some(pages * shared::page_size() as u64)
 }
 
 struct Rec {
@@ -82,7 +83,7 @@ impl Rec {
                 "shim: writing log {} failed: {e}; recording stopped, the program continues",
                 G.get().log_path
             ));
-            lifecycle::halt_all();
+            halt_all();
         }
     }
     fn note(&mut self, op: Op, ticks: u64, value: u64) {
@@ -105,7 +106,7 @@ fn run() {
     let g = G.get();
     let Ok(w) = LogWriter::new(g.fd, g.zstd_level) else {
         say("shim: cannot set up zstd; the program runs without recording");
-        lifecycle::halt_all();
+        halt_all();
         return;
     };
     let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
@@ -113,7 +114,7 @@ fn run() {
     // The tick rate is measured against CLOCK_MONOTONIC over the first 20 ms (a fork child
     // keeps its parent's). Frames carry raw ticks, so draining starts at once: only the
     // header waits for the rate.
-    let known = f64::from_bits(lifecycle::TPS_BITS.load(Relaxed));
+    let known = f64::from_bits(shared::TPS_BITS.load(Relaxed));
     let mut tps = 0.0;
     if known > 0.0 {
         tps = known;
@@ -122,7 +123,7 @@ fn run() {
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     loop {
-        let shutdown = lifecycle::SHUTDOWN.load(Acquire);
+        let shutdown = shared::SHUTDOWN.load(Acquire);
         let mut drained = 0;
         while let Some(b) = g.pool.next_full() {
             rec.write(unsafe { &*b });
@@ -136,7 +137,7 @@ fn run() {
                 // Cut short when the program is already exiting: its timestamps span
                 // little time, so the error stays small.
                 tps = clock::rate(g.p0, p);
-                lifecycle::TPS_BITS.store(tps.to_bits(), Relaxed);
+                shared::TPS_BITS.store(tps.to_bits(), Relaxed);
                 calibrated(&mut rec, tps);
             }
         }
@@ -166,21 +167,21 @@ fn run() {
         }
     }
     let now = clock::now();
-    let untraced = lifecycle::UNTRACED.load(Relaxed);
+    let untraced = shared::UNTRACED.load(Relaxed);
     if untraced > 0 {
         rec.note(Op::Untraced, now, untraced);
     }
     if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
         rec.note(Op::Rss, now, rss);
     }
-    rec.note(Op::End, now, clock::to_log(lifecycle::CUT_TICKS.load(Relaxed)));
+    rec.note(Op::End, now, clock::to_log(shared::CUT_TICKS.load(Relaxed)));
     rec.flush_own();
 }
 
 /// The watchdog (a call seen inside the same hook on two ticks in a row is marked slow, so
 /// its record carries a backend time even when unsampled) and reaping of exited threads.
 fn housekeeping(now: u64) {
-    let stopping = lifecycle::STOPPING.load(Relaxed);
+    let stopping = crate::state::stopping();
     REGISTRY.for_each(|st| {
         let v = st.in_call.load(Relaxed);
         if v != 0 && v == st.wd_call {
@@ -204,7 +205,7 @@ fn housekeeping(now: u64) {
 /// and wait; otherwise it is busy (and will hand the buffer over itself soon).
 fn take_idle_buffers(now: u64, age: u64) {
     use crate::thread::{RUN, TAKE};
-    if lifecycle::STOPPING.load(Relaxed) {
+    if crate::state::stopping() {
         return;
     }
     let g = G.get();
@@ -220,7 +221,7 @@ fn take_idle_buffers(now: u64, age: u64) {
         }
     });
     if marked > 0 {
-        lifecycle::membarrier();
+        shared::membarrier();
         REGISTRY.for_each_locked(|st| {
             if st.halt.load(SeqCst) != TAKE {
                 return;

@@ -6,9 +6,9 @@
 //! spinlock taken only off the hot path (registration, exit, the recorder's housekeeping,
 //! fork), so fork's prepare handler can hold it across fork.
 use crate::config::OnFull;
-use crate::lifecycle::{self, G};
-use crate::tls;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use crate::shared::{self, G};
+use crate::{state, tls};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use recorder::buffer::{Args, Buf};
 use recorder::{clock, Op};
 
@@ -159,7 +159,7 @@ pub fn register() -> *mut ThreadState {
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
-    if lifecycle::STOPPING.load(SeqCst) {
+    if state::stopping() {
         // The final flush may have listed the threads before this one joined.
         unsafe { (*st).halt.store(STOP, SeqCst) };
     }
@@ -191,7 +191,7 @@ impl ThreadState {
     pub fn swap_buffer(&mut self) {
         let g = G.get();
         let full = self.buf;
-        let next = match g.pool.take_empty(self.stream, !lifecycle::recorder_running()) {
+        let next = match g.pool.take_empty(self.stream, !shared::recorder_running()) {
             Some(b) => Some(b),
             None if g.on_full == OnFull::Block => self.wait_for_empty(),
             None => None,
@@ -225,7 +225,7 @@ impl ThreadState {
             if let Some(b) = g.pool.take_empty(self.stream, false) {
                 return Some(b);
             }
-            if !lifecycle::recorder_running() {
+            if !shared::recorder_running() {
                 // Nobody will ever empty a buffer: grow rather than hang.
                 return g.pool.take_empty(self.stream, true);
             }
@@ -263,17 +263,65 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     t.busy += 1;
     let s = unsafe { &mut *st };
     // Same handshake as a hooked call, so the final flush never takes this buffer under us.
-    if crate::hot::enter(s) && !s.closed.load(Acquire) {
+    if enter(s) && !s.closed.load(Acquire) {
         if !unsafe { (*s.buf).has_room() } {
             s.swap_buffer();
         }
         unsafe { (*s.buf).push(Op::ThreadExit, clock::to_log(clock::now()), &Args::default(), None) };
-        crate::hot::leave(s);
+        leave(s);
         s.close();
     } else {
-        crate::hot::leave(s);
+        leave(s);
     }
     s.dead.store(true, Release);
     t.state = tls::EXITED;
     t.busy -= 1;
+}
+
+/// Marks the thread as inside the shim. False when the final flush has begun: the caller
+/// then forwards without recording (see `lifecycle::final_flush` for the handshake).
+#[inline(always)]
+pub fn enter(st: &mut ThreadState) -> bool {
+    st.calls += 1;
+    st.in_call.store(st.calls, Relaxed);
+    compiler_fence(SeqCst);
+    st.halt.load(Relaxed) == RUN || halted(st)
+}
+
+/// Someone else wants this thread's buffer: wait while the recorder takes it (TAKE), or
+/// stop recording (STOP).
+#[cold]
+#[inline(never)]
+fn halted(st: &ThreadState) -> bool {
+    loop {
+        match st.halt.load(Acquire) {
+            RUN => return true,
+            TAKE => core::hint::spin_loop(),
+            _ => return false,
+        }
+    }
+}
+
+#[inline(always)]
+pub fn leave(st: &mut ThreadState) {
+    compiler_fence(SeqCst);
+    st.in_call.store(0, Relaxed);
+}
+
+/// Stops recording on every thread: moves the state to STOPPING (for threads not yet registered) and
+/// each registered thread's `halt` to STOP, then makes that visible to every running
+/// thread. Returns the threads, which stay allocated (nothing is reaped once STOPPING).
+pub fn halt_all() -> Vec<*mut ThreadState> {
+    // Calls stamped after this are left out by readers: threads stop one by one, and a
+    // block one freed unrecorded may be reused by another still recording.
+    let _ = shared::CUT_TICKS.compare_exchange(0, clock::now(), SeqCst, Relaxed);
+    state::begin_stop();
+    let mut threads = Vec::new();
+    REGISTRY.for_each(|st| {
+        st.halt.store(STOP, SeqCst);
+        threads.push(st as *mut _);
+        true
+    });
+    shared::membarrier();
+    threads
 }
