@@ -5,6 +5,11 @@ use recorder::{clock, Header};
 
 /// The header for `g`'s log; `tps` is 0 until the recorder has calibrated the clock.
 pub fn build(g: &Globals, tps: f64) -> Header {
+    build_window(g, tps, g.windows.map(|_| 0))
+}
+
+/// The header of window `window`'s log (0: the watch log; None: no windows).
+pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
     let cmdline = std::fs::read("/proc/self/cmdline")
         .map(|b| {
             b.split(|&c| c == 0)
@@ -38,6 +43,7 @@ pub fn build(g: &Globals, tps: f64) -> Header {
         },
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         own_allocators: crate::patch::report(),
+        window,
     }
 }
 

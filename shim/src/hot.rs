@@ -2,7 +2,7 @@
 //! thread's own buffer. Plain stores only: no lock, no shared counter, no syscall, no
 //! allocation (a full buffer is handed over in `ThreadState::swap_buffer`, off this path).
 use crate::shared::{self, G};
-use crate::thread::{enter, leave, ThreadState};
+use crate::thread::{self, enter, leave, ThreadState};
 use crate::tls::{self, Tls};
 use crate::{init, state};
 use core::ffi::c_void;
@@ -66,8 +66,10 @@ fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
 /// backend returns, so the block's reuse sorts after any other thread's free of it.
 #[inline(always)]
 pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
-    if state::get() == state::OFF {
-        return call();
+    match state::get() {
+        state::OFF => return call(),
+        state::WATCHING => return watch(op, call),
+        _ => {}
     }
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
@@ -95,8 +97,10 @@ pub fn free(p: *mut c_void, call: impl FnOnce()) {
 /// before the allocator gets the pointer.
 #[inline(always)]
 pub fn released(op: Op, a: Args, call: impl FnOnce()) {
-    if state::get() == state::OFF {
-        return call();
+    match state::get() {
+        state::OFF => return call(),
+        state::WATCHING => return watch(op, call),
+        _ => {}
     }
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
@@ -156,14 +160,57 @@ fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
     }
 }
 
-/// The final flush has begun: hand this thread's buffer over and forward from now on.
+/// Between windows: the call is only marked in `in_call`, for the stall watchdog (the
+/// op in the low bits, WATCHED set: the recorder never waits on such a call).
+#[inline(always)]
+fn watch<R>(op: Op, call: impl FnOnce() -> R) -> R {
+    let t = tls::get();
+    if (t.state as usize) <= 1 {
+        return watch_first(t, call);
+    }
+    let st = unsafe { &mut *t.state };
+    st.calls += 1;
+    st.in_call.store(thread::WATCHED | st.calls << 6 | op as u64, Relaxed);
+    let r = call();
+    st.in_call.store(0, Relaxed);
+    r
+}
+
+/// A thread's first call while watching: it registers (without a buffer), so that the
+/// watchdog sees its calls.
+#[cold]
+#[inline(never)]
+fn watch_first<R>(t: &mut Tls, call: impl FnOnce() -> R) -> R {
+    if t.busy == 0 && t.state.is_null() {
+        t.busy = 1;
+        if state::get() == state::WATCHING {
+            t.state = thread::register();
+            if t.state.is_null() {
+                t.state = tls::EXITED;
+            }
+        }
+        t.busy = 0;
+    }
+    call()
+}
+
+/// The final flush has begun, or the window closed: hand this thread's buffer over and
+/// forward (for good after the final flush; until the next window otherwise).
 #[cold]
 #[inline(never)]
 fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     leave(st);
     st.close();
-    t.state = tls::EXITED;
-    shared::count_untraced();
+    match state::get() {
+        s if s >= state::STOPPING => {
+            t.state = tls::EXITED;
+            shared::count_untraced();
+        }
+        // A window is open, but this thread could not join it (no buffer to be had).
+        state::RECORDING => shared::count_untraced(),
+        // The window closed: the call belongs to the watch.
+        _ => {}
+    }
     t.busy = 0;
     call()
 }
@@ -197,7 +244,7 @@ pub struct OpenCall {
 #[unsafe(no_mangle)]
 pub extern "C" fn shim_call_begin(c: &mut OpenCall) {
     c.open = 0;
-    if state::get() == state::OFF {
+    if matches!(state::get(), state::OFF | state::WATCHING) {
         return;
     }
     let t = tls::get();

@@ -36,7 +36,7 @@ pub fn ensure_init() {
     }
     if INIT.compare_exchange(UNINIT, RUNNING, AcqRel, Acquire).is_ok() {
         init();
-        if state::get() != state::RECORDING {
+        if state::get() == state::UNINIT {
             state::init_off();
         }
         INIT.store(DONE, Release);
@@ -89,7 +89,8 @@ fn init() {
     let p0 = clock::pair();
     let start_unix_ns = clock::unix_ns();
     let pattern = cfg.log.map(|v| String::from_utf8_lossy(v).into_owned());
-    let Some((fd, log_path)) = open_log(pattern.as_deref()) else { return };
+    let window = cfg.windows.map(|_| 0);
+    let Some((fd, log_path)) = open_log(pattern.as_deref(), window) else { return };
     unsafe {
         libc::syscall(libc::SYS_membarrier, 16 /* REGISTER_PRIVATE_EXPEDITED */, 0, 0);
     }
@@ -110,10 +111,19 @@ fn init() {
         forked: false,
         ppid: unsafe { libc::getppid() } as u32,
         pid: unsafe { libc::getpid() } as u32,
+        windows: cfg.windows,
+        stall_ns: cfg.stall_ns,
+        log_limit: cfg.log_limit,
+        rotate: cfg.rotate,
     });
     let Some(g) = with_header(g) else { return };
+    let watching = g.windows.is_some();
     G.set(g);
-    state::start_recording();
+    if watching {
+        state::start_watching();
+    } else {
+        state::start_recording();
+    }
 }
 
 /// Rewrites the header in place, with what is known now (the program's own allocators).
@@ -149,11 +159,19 @@ pub fn new_pool() -> Pool {
 
 /// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when
 /// it cannot be created.
-pub fn open_log(pattern: Option<&str>) -> Option<(i32, String)> {
+/// With capture windows, `window` is the window's number (0: the watch log).
+pub fn open_log(pattern: Option<&str>, window: Option<u32>) -> Option<(i32, String)> {
     let exe = exe_path();
     let name = exe.rsplit('/').next().unwrap_or("unknown");
     let pid = unsafe { libc::getpid() } as u32;
-    let path = recorder::writer::expand_pattern(pattern.unwrap_or(config::DEFAULT_LOG), pid, name);
+    let pattern = pattern.unwrap_or(config::DEFAULT_LOG);
+    let pattern = match window {
+        Some(n) => recorder::writer::window_pattern(pattern, n),
+        // Without windows the one log is window 1.
+        None if pattern.replace("%%", "").contains("%n") => recorder::writer::window_pattern(pattern, 1),
+        None => pattern.to_string(),
+    };
+    let path = recorder::writer::expand_pattern(&pattern, pid, name);
     match recorder::writer::create_log(&path) {
         Ok(x) => Some(x),
         Err(e) => {

@@ -10,12 +10,15 @@ mod header;
 mod hot;
 mod init;
 mod lifecycle;
+mod logfile;
 mod patch;
 mod recorder_thread;
 mod shared;
 mod state;
 mod thread;
 mod tls;
+mod watch;
+mod window;
 
 /// The shim's own allocations (recorder, zstd's Rust side, std) go straight to the backend,
 /// never through the hooks.

@@ -1,5 +1,5 @@
 //! The constructor, fork, exec and the final flush at exit.
-use crate::shared::{say, Globals, G, CUT_TICKS, RECORDER_DONE, RECORDER_RUNNING, SHUTDOWN, UNTRACED};
+use crate::shared::{self, say, Globals, G, CUT_TICKS, RECORDER_DONE, RECORDER_RUNNING, SHUTDOWN, UNTRACED};
 use crate::thread::REGISTRY;
 use crate::{init, recorder_thread, state, tls};
 use core::sync::atomic::Ordering::*;
@@ -37,6 +37,9 @@ extern "C" fn fork_prepare() {
 extern "C" fn fork_parent() {
     if state::tracing() {
         REGISTRY.unlock();
+        if state::get() != state::RECORDING {
+            shared::FORKS.fetch_add(1, Relaxed);
+        }
         crate::hot::note(recorder::Op::Fork, 0);
     }
 }
@@ -69,7 +72,7 @@ fn stop_for_good() {
 /// next call.
 fn restart(forked: bool) {
     let old = G.get();
-    let Some((fd, log_path)) = init::open_log(old.log_pattern.as_deref()) else {
+    let Some((fd, log_path)) = init::open_log(old.log_pattern.as_deref(), old.windows.map(|_| 0)) else {
         stop_for_good();
         return;
     };
@@ -89,6 +92,10 @@ fn restart(forked: bool) {
         forked: forked || old.forked,
         ppid: unsafe { libc::getppid() } as u32,
         pid: unsafe { libc::getpid() } as u32,
+        windows: old.windows,
+        stall_ns: old.stall_ns,
+        log_limit: old.log_limit,
+        rotate: old.rotate,
     });
     if forked {
         unsafe { libc::close(old.fd) }; // the parent's log stays the parent's
@@ -105,7 +112,11 @@ fn restart(forked: bool) {
     SHUTDOWN.store(false, Release);
     unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
     tls::get().state = core::ptr::null_mut();
-    state::start_recording();
+    if G.get().windows.is_some() {
+        state::start_watching();
+    } else {
+        state::start_recording();
+    }
     recorder_thread::start();
 }
 
@@ -116,7 +127,7 @@ fn own_process() -> bool {
 
 /// Before exec: the new image loads the shim afresh, so write everything now.
 pub fn before_exec() -> bool {
-    if state::get() != state::RECORDING || !own_process() {
+    if !matches!(state::get(), state::RECORDING | state::WATCHING) || !own_process() {
         return false;
     }
     final_flush();

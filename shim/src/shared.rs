@@ -2,7 +2,7 @@
 //! objects of the process's log (`G`), the counters and flags the recorder thread and the
 //! exit path exchange, and two system helpers. Depends on nothing else in the crate but
 //! the settings' types.
-use crate::config::{OnFull, Timing};
+use crate::config::{OnFull, Timing, Windows};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use recorder::clock;
 use recorder::transport::Pool;
@@ -30,6 +30,14 @@ pub struct Globals {
     /// The process this log belongs to (a vfork or _Fork child shares or copies our state
     /// without running any handler: it must never flush).
     pub pid: u32,
+    /// Capture windows (None: one window from start to exit, in this one log); with them,
+    /// this log is the watch log (window 0) and each window has a log of its own.
+    pub windows: Option<Windows>,
+    /// SHIM_STALL in ns.
+    pub stall_ns: u64,
+    /// SHIM_LOG_LIMIT in bytes (u64::MAX: none), and SHIM_LOG_FULL=rotate.
+    pub log_limit: u64,
+    pub rotate: bool,
 }
 
 pub struct GlobalCell(AtomicPtr<Globals>);
@@ -58,6 +66,8 @@ pub static UNTRACED: AtomicU64 = AtomicU64::new(0);
 pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 27);
 /// Ticks per second (f64 bits), known once the recorder has calibrated.
 pub static TPS_BITS: AtomicU64 = AtomicU64::new(0);
+/// fork() calls made while watching (the recorder writes them to the watch log).
+pub static FORKS: AtomicU64 = AtomicU64::new(0);
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
 
 #[inline(always)]

@@ -3,9 +3,12 @@
 //!
 //! ```text
 //!   UNINIT --init--> OFF          (SHIM_TRACE=0, setuid, no log: forward only, for good)
-//!   UNINIT --init--> RECORDING    (every call recorded)
-//!   RECORDING --stop--> STOPPING  (final flush or a failure: threads hand their last
-//!                                  buffer over; calls are served and counted, unrecorded)
+//!   UNINIT --init--> RECORDING    (every call recorded: one window from start to exit)
+//!   UNINIT --init--> WATCHING     (capture windows: no per-call records between them)
+//!   WATCHING --window opens--> RECORDING        (the recorder: timer, control, signal)
+//!   RECORDING --window closes--> WATCHING       (timer, control, limit, write error)
+//!   RECORDING/WATCHING --stop--> STOPPING  (final flush or a failure: threads hand their
+//!                                  last buffer over; calls are served and counted, unrecorded)
 //!   STOPPING --closed--> CLOSED   (the log is closed; calls counted, unrecorded)
 //!   STOPPING/RECORDING --fork child restarts--> RECORDING
 //!   any --fork child, exec failure--> OFF
@@ -19,6 +22,8 @@ use core::sync::atomic::{AtomicU8, Ordering::*};
 pub const UNINIT: u8 = 0;
 /// Forward only, never record (and never will in this process).
 pub const OFF: u8 = 1;
+/// Between capture windows: calls are not recorded, only marked (for the stall watchdog).
+pub const WATCHING: u8 = 2;
 /// Every call is recorded.
 pub const RECORDING: u8 = 3;
 /// Recording is ending (final flush, write failure): calls are served, counted, unrecorded.
@@ -38,7 +43,7 @@ pub fn get() -> u8 {
 /// handlers have work to do.
 #[inline]
 pub fn tracing() -> bool {
-    matches!(get(), RECORDING | STOPPING)
+    matches!(get(), WATCHING | RECORDING | STOPPING)
 }
 
 /// Recording has begun to stop (or stopped) for good.
@@ -57,9 +62,27 @@ pub fn start_recording() {
     STATE.store(RECORDING, SeqCst);
 }
 
+/// Initialisation set up a watch log: watch until a window opens.
+pub fn start_watching() {
+    STATE.store(WATCHING, SeqCst);
+}
+
+/// A window opens (the recorder, having armed every thread). False if the process is
+/// stopping.
+pub fn open_window() -> bool {
+    STATE.compare_exchange(WATCHING, RECORDING, SeqCst, Relaxed).is_ok()
+}
+
+/// The window closes: back to watching. False if the process is stopping (the final flush
+/// closes the window).
+pub fn close_window() -> bool {
+    STATE.compare_exchange(RECORDING, WATCHING, SeqCst, Relaxed).is_ok()
+}
+
 /// The final flush or a failure: threads stop recording. False if already stopping.
 pub fn begin_stop() -> bool {
     STATE.compare_exchange(RECORDING, STOPPING, SeqCst, Relaxed).is_ok()
+        || STATE.compare_exchange(WATCHING, STOPPING, SeqCst, Relaxed).is_ok()
 }
 
 /// The recorder has written everything it will write.
