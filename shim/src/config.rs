@@ -45,12 +45,14 @@ pub struct Config {
     pub windows: Option<Windows>,
     /// SHIM_STALL: a call inside the allocator for longer is a stall (ns).
     pub stall_ns: u64,
+    /// SHIM_CONTROL=1: the control socket (`shimlog ctl`).
+    pub control: bool,
     /// SHIM_LOG_LIMIT in bytes (u64::MAX: none).
     pub log_limit: u64,
     /// SHIM_LOG_FULL=rotate: delete the oldest window's log rather than stop recording.
     pub rotate: bool,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 12],
+    pub warnings: [Option<&'static str>; 13],
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -176,7 +178,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 12] = [None; 12];
+    let mut w: [Option<&'static str>; 13] = [None; 13];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -276,9 +278,18 @@ pub fn read() -> Config {
             false
         }
     };
+    let control = match getenv(b"SHIM_CONTROL") {
+        None | Some(b"") | Some(b"0") | Some(b"off") => false,
+        Some(b"1") | Some(b"on") => true,
+        Some(_) => {
+            w[12] = Some("shim: unknown SHIM_CONTROL (accepted: 1, 0); no control socket");
+            false
+        }
+    };
     let windows = match (window, start, every) {
-        // A limit needs somewhere to go on watching: one window from start to exit.
-        (None, None, None) if log_limit != u64::MAX => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
+        // A limit, or a control socket, needs somewhere to go on watching: one window from
+        // start to exit.
+        (None, None, None) if log_limit != u64::MAX || control => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
         (None, None, None) => None,
         (length, start, every) => {
             let length = length.unwrap_or(u64::MAX);
@@ -303,6 +314,7 @@ pub fn read() -> Config {
         malloc_conf: getenv(b"MALLOC_CONF").filter(|v| !v.is_empty()),
         windows,
         stall_ns,
+        control,
         log_limit,
         rotate,
         warnings: w,

@@ -115,6 +115,7 @@ fn init() {
         stall_ns: cfg.stall_ns,
         log_limit: cfg.log_limit,
         rotate: cfg.rotate,
+        control: cfg.control,
     });
     let Some(g) = with_header(g) else { return };
     let watching = g.windows.is_some();

@@ -5,6 +5,7 @@
 //! allocators programs link in themselves are found and patched by patch/.
 
 mod config;
+mod control;
 mod exports;
 mod header;
 mod hot;

@@ -96,6 +96,7 @@ fn restart(forked: bool) {
         stall_ns: old.stall_ns,
         log_limit: old.log_limit,
         rotate: old.rotate,
+        control: old.control,
     });
     if forked {
         unsafe { libc::close(old.fd) }; // the parent's log stays the parent's

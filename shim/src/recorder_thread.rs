@@ -1,6 +1,7 @@
 //! The recorder thread: compresses every full buffer into one frame and writes it, and every
 //! ~500 µs does the housekeeping no hooked thread should pay for: the slow-call watchdog,
 //! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
+use crate::control::{Control, Request};
 use crate::logfile::LogFile;
 use crate::shared::{self, say, G};
 use crate::thread::{halt_all, REGISTRY};
@@ -8,7 +9,7 @@ use crate::window::{self, Action, Schedule};
 use crate::{state, tls, watch};
 use core::sync::atomic::Ordering::*;
 use recorder::format::TICK_SHIFT;
-use recorder::window_event::{DELETED, END_EXIT, END_LIMIT, END_WRITE_ERROR, LIMIT_STOP};
+use recorder::window_event::{DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND};
 use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
@@ -64,6 +65,9 @@ struct Windowed {
     closed_bytes: u64,
     /// SHIM_LOG_LIMIT reached with SHIM_LOG_FULL=stop: no more windows, no more samples.
     limit_hit: bool,
+    /// SHIM_CONTROL=1, and when it was last polled (CLOCK_MONOTONIC ns).
+    control: Option<Control>,
+    last_poll: u64,
 }
 
 impl Windowed {
@@ -137,6 +141,8 @@ fn run() {
         closed: Default::default(),
         closed_bytes: 0,
         limit_hit: false,
+        control: if g.control { Control::open() } else { None },
+        last_poll: 0,
     });
     // The tick rate is measured against CLOCK_MONOTONIC over the first 20 ms (a fork child
     // keeps its parent's). Frames carry raw ticks, so draining starts at once: only the
@@ -264,6 +270,13 @@ fn write_failed(main: &mut LogFile, win: &mut Option<Windowed>) {
 /// second the RSS and allocator statistics (the watch log written every 10 s).
 fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss: Option<u64>) {
     let mono = clock::mono_ns();
+    if mono.saturating_sub(w.last_poll) >= 20_000_000 {
+        w.last_poll = mono;
+        if let Some(c) = w.control.take() {
+            c.poll(|r| serve(w, main, mono, r));
+            w.control = Some(c);
+        }
+    }
     match w.sched.poll(mono, w.open.is_some()) {
         Action::Start { .. } if w.limit_hit => {}
         Action::Start { number, why } => w.open = window::open(number, why, main),
@@ -327,4 +340,46 @@ fn take_idle_buffers(now: u64, age: u64) {
         });
     }
     REGISTRY.unlock();
+}
+
+/// A control request (`shimlog ctl`), answered in one line.
+fn serve(w: &mut Windowed, main: &mut LogFile, mono: u64, r: Request) -> String {
+    let secs = |ns: u64| format!("{:.1}s", ns as f64 / 1e9);
+    match r {
+        Request::Start(_) if w.limit_hit => "error: the log limit was reached; no more windows".into(),
+        Request::Start(len) => match w.sched.demand(mono, w.open.is_some(), len, START_DEMAND) {
+            None => format!("error: window {} is recording already", w.open.as_ref().map_or(0, |o| o.number)),
+            Some(Action::Start { number, why }) => {
+                w.open = window::open(number, why, main);
+                match &w.open {
+                    Some(o) if len == u64::MAX => format!("recording window {} until stopped: {}", o.number, o.file.path),
+                    Some(o) => format!("recording window {} for {}: {}", o.number, secs(len), o.file.path),
+                    None => "error: the window's log could not be created".into(),
+                }
+            }
+            Some(_) => "error: no window".into(),
+        },
+        Request::Stop => match w.open.as_ref().map(|o| o.number) {
+            None => "error: not recording".into(),
+            Some(n) => {
+                w.sched.closed_early();
+                w.close(END_DEMAND, main, true);
+                format!("stopped window {n}; watching")
+            }
+        },
+        Request::Status => {
+            let state = match &w.open {
+                Some(o) => match w.sched.ends_at() {
+                    Some(e) => format!("recording window {} ({} left)", o.number, secs(e.saturating_sub(mono))),
+                    None => format!("recording window {} (until stopped)", o.number),
+                },
+                None if w.limit_hit => "watching (log limit reached)".into(),
+                None => match w.sched.next_start() {
+                    Some(s) => format!("watching (next window in {})", secs(s.saturating_sub(mono))),
+                    None => "watching".into(),
+                },
+            };
+            format!("{state}; {} windows so far; logs {} bytes; watch log {}", w.sched.number, w.total(main), main.path)
+        }
+    }
 }

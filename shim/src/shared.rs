@@ -38,6 +38,8 @@ pub struct Globals {
     /// SHIM_LOG_LIMIT in bytes (u64::MAX: none), and SHIM_LOG_FULL=rotate.
     pub log_limit: u64,
     pub rotate: bool,
+    /// SHIM_CONTROL=1.
+    pub control: bool,
 }
 
 pub struct GlobalCell(AtomicPtr<Globals>);
