@@ -55,10 +55,19 @@ pub(crate) fn oom(p: *mut c_void) -> *mut c_void {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if crate::state::get() == crate::state::OFF {
-        return unsafe { oom(be::malloc(size)) };
+    match crate::state::get() {
+        crate::state::OFF => return unsafe { oom(be::malloc(size)) },
+        crate::state::WATCHING => return malloc_watched(size),
+        _ => {}
     }
     malloc_recorded(size)
+}
+
+/// Watching: only a mark for the watchdog, in a frame of its own (a tail call from malloc,
+/// whose forwarding path stays frameless).
+#[inline(never)]
+fn malloc_watched(size: usize) -> *mut c_void {
+    hot::watch(Op::Malloc, || unsafe { oom(be::malloc(size)) })
 }
 
 #[inline(never)]
@@ -73,10 +82,17 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if crate::state::get() == crate::state::OFF {
-        return unsafe { be::free(p) };
+    match crate::state::get() {
+        crate::state::OFF => return unsafe { be::free(p) },
+        crate::state::WATCHING => return free_watched(p),
+        _ => {}
     }
     free_recorded(p)
+}
+
+#[inline(never)]
+fn free_watched(p: *mut c_void) {
+    hot::watch(Op::Free, || unsafe { be::free(p) })
 }
 
 #[inline(never)]

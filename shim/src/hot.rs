@@ -163,7 +163,7 @@ fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
 /// Between windows: the call is only marked in `in_call`, for the stall watchdog (the
 /// op in the low bits, WATCHED set: the recorder never waits on such a call).
 #[inline(always)]
-fn watch<R>(op: Op, call: impl FnOnce() -> R) -> R {
+pub fn watch<R>(op: Op, call: impl FnOnce() -> R) -> R {
     let t = tls::get();
     if (t.state as usize) <= 1 {
         return watch_first(t, call);
