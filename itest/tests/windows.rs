@@ -202,3 +202,46 @@ fn log_limit_rotate() {
     let newest = watch.iter().filter(|e| e.op == Op::Window).map(|e| e.size).max().expect("windows");
     assert!(dir.path().join(format!("w.{newest}.shimlog")).exists(), "the newest window's log is gone");
 }
+
+/// Unmounts the test's tmpfs however the test ends.
+struct Mount(std::path::PathBuf);
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A full disk (a 256 KiB tmpfs) under a window: the window closes, the program runs on
+/// watched and exits 0 with its output whole, the shim says so in one line, and the watch
+/// log says when and why (the failed log is cut back to its last whole frame, which gives
+/// the watch log room).
+#[test]
+fn a_full_disk_closes_the_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mnt = dir.path().join("full");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("cannot mount a tmpfs here (not root?); skipped");
+        return;
+    }
+    let _m = Mount(mnt.clone());
+    let out = run_windows(&mnt, "2.5", &[("SHIM_WINDOW", "1h")]);
+    out.assert_success("windows.c on a full disk");
+    let p = out.json();
+    assert_eq!(p["batch"], 100, "the program's output: {}", out.stdout_str());
+    assert!(p["times"].as_array().is_some_and(|t| t.len() > 500), "the program's output is cut");
+    assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
+    assert!(out.stderr.contains("w.1.shimlog failed") && out.stderr.contains("watched on"), "stderr: {}", out.stderr);
+    let (_, watch) = events(&mnt.join("w.0.shimlog"));
+    let marks: Vec<(u64, u64)> = watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    assert_eq!(marks, [(1, window_event::START_SCHEDULE), (1, window_event::END_WRITE_ERROR)]);
+    let r = LogReader::open(mnt.join("w.1.shimlog").to_str().unwrap()).expect("window 1");
+    assert!(r.issues.is_empty(), "window 1's log: {:?}", r.issues);
+    assert!(r.events().filter(|e| e.op == Op::Malloc).count() > 1000);
+}

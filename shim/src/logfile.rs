@@ -58,9 +58,17 @@ impl LogFile {
         true
     }
 
+    /// The file ends at its last whole frame again (a full disk gets the partial frame's
+    /// room back, for the watch log to say what happened).
     fn fail(&mut self, e: &std::io::Error) {
         self.failed = true;
-        say(&format!("shim: writing log {} failed: {e}; recording stopped, the program continues", self.path));
+        unsafe { libc::ftruncate(self.w.fd(), self.w.bytes as libc::off_t) };
+        let what = match self.window {
+            None => "recording stopped",
+            Some(0) => "the watch log stops",
+            Some(_) => "the window closes, the program is watched on",
+        };
+        say(&format!("shim: writing log {} failed: {e}; {what}, the program continues", self.path));
     }
 
     /// Writes one buffer as a frame. False if this write failed (said once on stderr).
