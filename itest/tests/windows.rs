@@ -107,7 +107,15 @@ fn three_windows_every_two_seconds() {
     }
     let mut c = command(shimlog_bin());
     c.arg("stats").arg(dir.path().join("w.0.shimlog"));
-    run(c).assert_success("shimlog stats of the watch log");
+    let s = run(c);
+    s.assert_success("shimlog stats of the watch log");
+    assert!(s.stdout_str().contains("its length elapsed"), "stats of the watch log:\n{}", s.stdout_str());
+    // Replay of a window says it is one, and runs without errors.
+    let mut c = command(shimlog_bin());
+    c.arg("replay").arg(dir.path().join("w.2.shimlog")).args(["--backend", "glibc"]);
+    let r = run(c);
+    r.assert_success("shimlog replay of window 2");
+    assert!(r.stdout_str().contains("capture window 2 of the process"), "replay:\n{}", r.stdout_str());
 }
 
 #[test]
