@@ -103,3 +103,34 @@ fn another_user_cannot_drive_it() {
     assert!(child.wait().expect("wait").success());
     assert!(!std::path::Path::new(&format!("{d}/ctl.{pid}")).exists(), "the socket outlived the process");
 }
+
+/// SHIM_SIGNAL=USR2: one signal opens a window, the next closes it; the program is
+/// unaffected.
+#[test]
+fn a_signal_toggles_a_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = command(cprog("windows"));
+    c.arg("1.5")
+        .env("LD_PRELOAD", shim_lib())
+        .env("SHIM_SIGNAL", "USR2")
+        .env("SHIM_START", "1h")
+        .env("SHIM_LOG", dir.path().join("s.%n.shimlog"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().expect("start windows.c");
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    std::thread::sleep(Duration::from_millis(400));
+    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "windows.c: {}", out.status);
+    assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the program's JSON");
+    assert_eq!(v["batch"], 100);
+    let r = LogReader::open(dir.path().join("s.0.shimlog").to_str().unwrap()).expect("watch log");
+    let marks: Vec<(u64, u64)> = r.events().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    assert_eq!(marks, [(1, window_event::START_SIGNAL), (1, window_event::END_SIGNAL)]);
+    let a = analyze(&dir.path().join("s.1.shimlog"), |_| false);
+    assert!(a.clean_end && a.count("malloc") > 1000, "window 1: {} mallocs", a.count("malloc"));
+}

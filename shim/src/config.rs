@@ -47,12 +47,14 @@ pub struct Config {
     pub stall_ns: u64,
     /// SHIM_CONTROL=1: the control socket (`shimlog ctl`).
     pub control: bool,
+    /// SHIM_SIGNAL: the signal that toggles a window (0: none).
+    pub signal: i32,
     /// SHIM_LOG_LIMIT in bytes (u64::MAX: none).
     pub log_limit: u64,
     /// SHIM_LOG_FULL=rotate: delete the oldest window's log rather than stop recording.
     pub rotate: bool,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 13],
+    pub warnings: [Option<&'static str>; 14],
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -178,7 +180,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 13] = [None; 13];
+    let mut w: [Option<&'static str>; 14] = [None; 14];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -286,10 +288,19 @@ pub fn read() -> Config {
             false
         }
     };
+    let signal = match getenv(b"SHIM_SIGNAL") {
+        None | Some(b"") => 0,
+        Some(b"USR2") | Some(b"SIGUSR2") | Some(b"usr2") => libc::SIGUSR2,
+        Some(b"USR1") | Some(b"SIGUSR1") | Some(b"usr1") => libc::SIGUSR1,
+        Some(_) => {
+            w[13] = Some("shim: unknown SHIM_SIGNAL (accepted: USR2, USR1); no signal");
+            0
+        }
+    };
     let windows = match (window, start, every) {
-        // A limit, or a control socket, needs somewhere to go on watching: one window from
-        // start to exit.
-        (None, None, None) if log_limit != u64::MAX || control => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
+        // A limit, a control socket or a signal needs somewhere to go on watching: one
+        // window from start to exit.
+        (None, None, None) if log_limit != u64::MAX || control || signal != 0 => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
         (None, None, None) => None,
         (length, start, every) => {
             let length = length.unwrap_or(u64::MAX);
@@ -315,6 +326,7 @@ pub fn read() -> Config {
         windows,
         stall_ns,
         control,
+        signal,
         log_limit,
         rotate,
         warnings: w,

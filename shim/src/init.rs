@@ -118,6 +118,17 @@ fn init() {
         control: cfg.control,
     });
     let Some(g) = with_header(g) else { return };
+    if cfg.signal != 0 {
+        // SHIM_SIGNAL: the program's own handler of that signal, if it had one, is replaced
+        // (the user asked for it); SA_RESTART keeps its system calls going.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = shared::on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(cfg.signal, &sa, core::ptr::null_mut());
+        }
+    }
     let watching = g.windows.is_some();
     G.set(g);
     if watching {

@@ -9,7 +9,9 @@ use crate::window::{self, Action, Schedule};
 use crate::{state, tls, watch};
 use core::sync::atomic::Ordering::*;
 use recorder::format::TICK_SHIFT;
-use recorder::window_event::{DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND};
+use recorder::window_event::{
+    DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND, START_SIGNAL,
+};
 use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
@@ -275,6 +277,18 @@ fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss
         if let Some(c) = w.control.take() {
             c.poll(|r| serve(w, main, mono, r));
             w.control = Some(c);
+        }
+    }
+    if shared::SIGNALS.swap(0, Relaxed) % 2 == 1 {
+        // SHIM_SIGNAL: a window opens (for SHIM_WINDOW, or until the next signal) or closes.
+        if w.open.is_some() {
+            w.sched.closed_early();
+            w.close(END_SIGNAL, main, true);
+        } else if !w.limit_hit {
+            let len = w.sched.length();
+            if let Some(Action::Start { number, why }) = w.sched.demand(mono, false, len, START_SIGNAL) {
+                w.open = window::open(number, why, main);
+            }
         }
     }
     match w.sched.poll(mono, w.open.is_some()) {

@@ -42,6 +42,14 @@ pub struct Globals {
     pub control: bool,
 }
 
+/// SHIM_SIGNAL deliveries not yet seen by the recorder (each toggles a window).
+pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+/// The SHIM_SIGNAL handler: async-signal-safe, one atomic add.
+pub extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Relaxed);
+}
+
 pub struct GlobalCell(AtomicPtr<Globals>);
 impl GlobalCell {
     /// Only valid once the state has been RECORDING.

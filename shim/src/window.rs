@@ -83,6 +83,11 @@ impl Schedule {
         self.end = None;
     }
 
+    /// SHIM_WINDOW (u64::MAX: until exit, or stopped).
+    pub fn length(&self) -> u64 {
+        self.cfg.length
+    }
+
     /// When the current window ends, if it has an end (for `status`).
     pub fn ends_at(&self) -> Option<u64> {
         self.end
