@@ -72,7 +72,7 @@ fn malloc_watched(size: usize) -> *mut c_void {
 
 #[inline(never)]
 fn malloc_recorded(size: usize) -> *mut c_void {
-    hot::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
+    hot::record_alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
         oom(be::malloc(size))
     })
 }
@@ -97,7 +97,7 @@ fn free_watched(p: *mut c_void) {
 
 #[inline(never)]
 fn free_recorded(p: *mut c_void) {
-    hot::free(p, || unsafe { be::free(p) })
+    hot::record_released(Op::Free, Args { ptr: p as u64, ..Args::default() }, || unsafe { be::free(p) })
 }
 
 #[unsafe(no_mangle)]

@@ -65,12 +65,19 @@ fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
 /// An allocating call (malloc, calloc, realloc, the aligned ones): stamped after the
 /// backend returns, so the block's reuse sorts after any other thread's free of it.
 #[inline(always)]
-pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     match state::get() {
         state::OFF => return call(),
         state::WATCHING => return watch(op, call),
         _ => {}
     }
+    record_alloc(op, a, call)
+}
+
+/// [`alloc`] for a caller that has read the state already (malloc): neither OFF nor
+/// WATCHING then (a window that closed since is caught by `enter`).
+#[inline(always)]
+pub fn record_alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;
@@ -87,12 +94,6 @@ pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_
     p
 }
 
-/// free: stamped before the backend gets the pointer.
-#[inline(always)]
-pub fn free(p: *mut c_void, call: impl FnOnce()) {
-    released(Op::Free, Args { ptr: p as u64, ..Args::default() }, call)
-}
-
 /// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block): stamped
 /// before the allocator gets the pointer.
 #[inline(always)]
@@ -102,6 +103,12 @@ pub fn released(op: Op, a: Args, call: impl FnOnce()) {
         state::WATCHING => return watch(op, call),
         _ => {}
     }
+    record_released(op, a, call)
+}
+
+/// [`released`] for a caller that has read the state already (free).
+#[inline(always)]
+pub fn record_released(op: Op, a: Args, call: impl FnOnce()) {
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;
