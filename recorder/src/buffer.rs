@@ -354,7 +354,8 @@ impl DecodeState {
         }
         let ok = by_op!(
             Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
-            Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End
+            Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End,
+            Stall, AllocStat, Window, ThreadSeen
         );
         if !ok {
             return Err(at);
@@ -494,7 +495,7 @@ mod tests {
             Op::Malloc, Op::Free, Op::Calloc, Op::Realloc, Op::Reallocarray,
             Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
             Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
-            Op::Untraced, Op::End,
+            Op::Untraced, Op::End, Op::Stall, Op::AllocStat, Op::Window, Op::ThreadSeen,
         ])
     }
 

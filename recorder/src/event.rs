@@ -35,6 +35,83 @@ pub enum Op {
     /// The process stream's last record: the log was closed cleanly.
     #[default]
     End = 39,
+    /// A call the watchdog saw inside the allocator for at least its backend time (over
+    /// SHIM_STALL): `size` is the call's op code (0: unknown), `value` its thread (version 3).
+    Stall = 40,
+    /// One of the allocator's own statistics: `size` names it ([`alloc_stat_name`]), `value`
+    /// is its value (version 3).
+    AllocStat = 41,
+    /// A capture window began or ended: `size` is its number, `value` says how
+    /// ([`window_event_name`]) (version 3).
+    Window = 42,
+    /// Watched thread activity: `size` 0 a thread started, 1 it ended, 2 it forked;
+    /// `value` the thread (version 3).
+    ThreadSeen = 43,
+}
+
+/// Names of the [`Op::AllocStat`] statistics, by their code (index).
+pub const ALLOC_STAT_NAMES: [&str; 15] = [
+    "unknown",
+    "allocated",
+    "active",
+    "resident",
+    "mapped",
+    "metadata",
+    "retained",
+    "current_commit",
+    "peak_commit",
+    "page_faults",
+    "arena",
+    "mmapped",
+    "in_use",
+    "free",
+    "releasable",
+];
+
+/// The name of an [`Op::AllocStat`] code.
+pub fn alloc_stat_name(code: u64) -> &'static str {
+    ALLOC_STAT_NAMES.get(code as usize).copied().unwrap_or("unknown")
+}
+
+/// The code of an allocator statistic's name (0: unknown).
+pub fn alloc_stat_code(name: &str) -> u64 {
+    ALLOC_STAT_NAMES.iter().position(|n| *n == name).unwrap_or(0) as u64
+}
+
+/// [`Op::Window`] values: a window started (below 16) or ended (16 and up), and why.
+pub mod window_event {
+    pub const START_SCHEDULE: u64 = 0;
+    pub const START_DEMAND: u64 = 1;
+    pub const START_SIGNAL: u64 = 2;
+    pub const END_LENGTH: u64 = 16;
+    pub const END_DEMAND: u64 = 17;
+    pub const END_LIMIT: u64 = 18;
+    pub const END_WRITE_ERROR: u64 = 19;
+    pub const END_EXIT: u64 = 20;
+    pub const END_SIGNAL: u64 = 21;
+    /// The window's log was deleted to stay under SHIM_LOG_LIMIT (SHIM_LOG_FULL=rotate).
+    pub const DELETED: u64 = 32;
+    /// SHIM_LOG_LIMIT was reached (SHIM_LOG_FULL=stop): no more windows.
+    pub const LIMIT_STOP: u64 = 33;
+}
+
+/// What an [`Op::Window`] value means.
+pub fn window_event_name(v: u64) -> &'static str {
+    use window_event::*;
+    match v {
+        START_SCHEDULE => "started (schedule)",
+        START_DEMAND => "started (on demand)",
+        START_SIGNAL => "started (signal)",
+        END_LENGTH => "its length elapsed",
+        END_DEMAND => "stopped on demand",
+        END_LIMIT => "log limit reached",
+        END_WRITE_ERROR => "write error",
+        END_EXIT => "process exit",
+        END_SIGNAL => "stopped by signal",
+        DELETED => "its log deleted (rotation)",
+        LIMIT_STOP => "log limit reached: no more windows",
+        _ => "unknown",
+    }
 }
 
 impl Op {
@@ -74,6 +151,10 @@ impl Op {
             37 => Clock,
             38 => Untraced,
             39 => End,
+            40 => Stall,
+            41 => AllocStat,
+            42 => Window,
+            43 => ThreadSeen,
             _ => return None,
         })
     }
@@ -100,6 +181,10 @@ impl Op {
             Clock => "clock",
             Untraced => "untraced",
             End => "end",
+            Stall => "stall",
+            AllocStat => "alloc_stat",
+            Window => "window",
+            ThreadSeen => "thread_seen",
         }
     }
 
@@ -138,6 +223,7 @@ impl Op {
             ThreadStart => &[Tid],
             ThreadExit | Fork => &[],
             Dropped | Rss | Clock | Untraced | End => &[Value],
+            Stall | AllocStat | Window | ThreadSeen => &[Size, Value],
         }
     }
 }

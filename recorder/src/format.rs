@@ -9,8 +9,9 @@
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"SHIMLOG\0";
-/// The version this build writes (2 added the `free_sized` record).
-pub const VERSION: u16 = 2;
+/// The version this build writes (2 added the `free_sized` record; 3 the watch records:
+/// `stall`, `alloc_stat`, `window`, `thread_seen`).
+pub const VERSION: u16 = 3;
 /// The oldest version this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 pub const PREAMBLE_LEN: usize = 16;
@@ -70,6 +71,10 @@ pub struct Header {
     /// LD_PRELOAD reaches on its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own_allocators: Vec<OwnAllocator>,
+    /// With capture windows (SHIM_WINDOW...): 0 for the process's watch log (its timeline:
+    /// RSS, allocator statistics, stalls, windows), N >= 1 for the log of window N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
 }
 
 /// An allocator linked into the program (see [`Header::own_allocators`]).

@@ -14,6 +14,6 @@ pub mod transport;
 pub mod varint;
 pub mod writer;
 
-pub use event::{Event, Op};
+pub use event::{alloc_stat_code, alloc_stat_name, window_event, window_event_name, Event, Op, ALLOC_STAT_NAMES};
 pub use format::Header;
 pub use reader::{LogReader, ReadIssue};

@@ -31,6 +31,40 @@ pub fn expand_pattern(pattern: &str, pid: u32, exe_name: &str) -> String {
     out
 }
 
+/// Puts window `n` into a SHIM_LOG pattern: `%n` is the window number (0: the watch log); a
+/// pattern without `%n` gains `.N` before a final `.shimlog`, or at its end. `%%` is kept
+/// for [`expand_pattern`].
+pub fn window_pattern(pattern: &str, n: u32) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut found = false;
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.peek() {
+                Some('n') => {
+                    chars.next();
+                    out.push_str(&n.to_string());
+                    found = true;
+                }
+                Some('%') => {
+                    chars.next();
+                    out.push_str("%%");
+                }
+                _ => out.push('%'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    if !found {
+        match out.strip_suffix(".shimlog") {
+            Some(stem) => out = format!("{stem}.{n}.shimlog"),
+            None => out = format!("{out}.{n}"),
+        }
+    }
+    out
+}
+
 /// Creates a new log file with mode 0600. Never follows a symlink and never overwrites:
 /// when `path` exists, tries `path.1`, `path.2`, ... Returns the fd and the path used.
 pub fn create_log(path: &str) -> io::Result<(i32, String)> {
@@ -185,5 +219,17 @@ impl LogWriter {
 impl Drop for LogWriter {
     fn drop(&mut self) {
         unsafe { libc::close(self.fd) };
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::window_pattern;
+    #[test]
+    fn window_names() {
+        assert_eq!(window_pattern("shim.%e.%p.%n.shimlog", 3), "shim.%e.%p.3.shimlog");
+        assert_eq!(window_pattern("/tmp/a.shimlog", 2), "/tmp/a.2.shimlog");
+        assert_eq!(window_pattern("/tmp/a", 0), "/tmp/a.0");
+        assert_eq!(window_pattern("/tmp/%%n-%n", 1), "/tmp/%%n-1");
     }
 }

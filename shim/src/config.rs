@@ -40,8 +40,75 @@ pub struct Config {
     pub log: Option<&'static [u8]>,
     /// MALLOC_CONF, handed to jemalloc.
     pub malloc_conf: Option<&'static [u8]>,
+    /// Capture windows (SHIM_WINDOW, SHIM_START, SHIM_EVERY); None: one window from start
+    /// to exit.
+    pub windows: Option<Windows>,
+    /// SHIM_STALL: a call inside the allocator for longer is a stall (ns).
+    pub stall_ns: u64,
+    /// SHIM_CONTROL=1: the control socket (`shimlog ctl`).
+    pub control: bool,
+    /// SHIM_SIGNAL: the signal that toggles a window (0: none).
+    pub signal: i32,
+    /// SHIM_LOG_LIMIT in bytes (u64::MAX: none).
+    pub log_limit: u64,
+    /// SHIM_LOG_FULL=rotate: delete the oldest window's log rather than stop recording.
+    pub rotate: bool,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 6],
+    pub warnings: [Option<&'static str>; 14],
+}
+
+/// The capture schedule: record for `length`, first after `start`, then every `every`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Windows {
+    /// SHIM_WINDOW in ns (u64::MAX: until exit).
+    pub length: u64,
+    /// SHIM_START in ns (0: at once).
+    pub start: u64,
+    /// SHIM_EVERY in ns (0: one window only).
+    pub every: u64,
+}
+
+/// A size: a number with an optional unit `k`, `M`, `G`, `T` (powers of 1024, an optional
+/// `B` or `iB` after it).
+pub fn parse_size(s: &[u8]) -> Option<u64> {
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &c in &s[..digits] {
+        n = n * 10 + (c - b'0') as u64;
+    }
+    let unit = s[digits..].strip_suffix(b"iB").or_else(|| s[digits..].strip_suffix(b"B")).unwrap_or(&s[digits..]);
+    let shift = match unit {
+        b"" => 0,
+        b"k" | b"K" => 10,
+        b"m" | b"M" => 20,
+        b"g" | b"G" => 30,
+        b"t" | b"T" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+/// Default SHIM_STALL: 1 ms.
+pub const DEFAULT_STALL_NS: u64 = 1_000_000;
+
+/// A duration: a number with a unit `ns`, `us`, `ms`, `s`, `m`, `h`, `d` (none: seconds).
+pub fn parse_duration(s: &[u8]) -> Option<u64> {
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let n = parse_u32(&s[..digits])? as u64;
+    let unit: u64 = match &s[digits..] {
+        b"ns" => 1,
+        b"us" => 1_000,
+        b"ms" => 1_000_000,
+        b"" | b"s" => 1_000_000_000,
+        b"m" | b"min" => 60_000_000_000,
+        b"h" => 3_600_000_000_000,
+        b"d" => 86_400_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit)
 }
 
 /// Default SHIM_TIMING: one call in 64 is timed (plus every call over 1 ms, found by the
@@ -113,7 +180,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 6] = [None; 6];
+    let mut w: [Option<&'static str>; 14] = [None; 14];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -181,6 +248,71 @@ pub fn read() -> Config {
             }
         },
     };
+    let mut duration = |name: &[u8], slot: usize, msg: &'static str| match getenv(name) {
+        None | Some(b"") => None,
+        Some(v) => match parse_duration(v) {
+            Some(d) if d > 0 => Some(d),
+            _ => {
+                w[slot] = Some(msg);
+                None
+            }
+        },
+    };
+    let window = duration(b"SHIM_WINDOW", 6, "shim: unknown SHIM_WINDOW (a duration: 60s, 500ms, 2m, 1h); recording from start to exit");
+    let start = duration(b"SHIM_START", 7, "shim: unknown SHIM_START (a duration: 60s, 500ms, 2m, 1h); the first window starts at once");
+    let every = duration(b"SHIM_EVERY", 8, "shim: unknown SHIM_EVERY (a duration: 60s, 500ms, 2m, 1h); one window only");
+    let stall_ns = duration(b"SHIM_STALL", 9, "shim: unknown SHIM_STALL (a duration: 1ms, 500us); using 1ms").unwrap_or(DEFAULT_STALL_NS);
+    let log_limit = match getenv(b"SHIM_LOG_LIMIT") {
+        None | Some(b"") => u64::MAX,
+        Some(v) => match parse_size(v) {
+            Some(n) if n > 0 => n,
+            _ => {
+                w[10] = Some("shim: unknown SHIM_LOG_LIMIT (a size: 500M, 20G, 1T); no limit");
+                u64::MAX
+            }
+        },
+    };
+    let rotate = match getenv(b"SHIM_LOG_FULL") {
+        None | Some(b"") | Some(b"stop") => false,
+        Some(b"rotate") => true,
+        Some(_) => {
+            w[11] = Some("shim: unknown SHIM_LOG_FULL (accepted: stop, rotate); using stop");
+            false
+        }
+    };
+    let control = match getenv(b"SHIM_CONTROL") {
+        None | Some(b"") | Some(b"0") | Some(b"off") => false,
+        Some(b"1") | Some(b"on") => true,
+        Some(_) => {
+            w[12] = Some("shim: unknown SHIM_CONTROL (accepted: 1, 0); no control socket");
+            false
+        }
+    };
+    let signal = match getenv(b"SHIM_SIGNAL") {
+        None | Some(b"") => 0,
+        Some(b"USR2") | Some(b"SIGUSR2") | Some(b"usr2") => libc::SIGUSR2,
+        Some(b"USR1") | Some(b"SIGUSR1") | Some(b"usr1") => libc::SIGUSR1,
+        Some(_) => {
+            w[13] = Some("shim: unknown SHIM_SIGNAL (accepted: USR2, USR1); no signal");
+            0
+        }
+    };
+    let windows = match (window, start, every) {
+        // A limit, a control socket or a signal needs somewhere to go on watching: one
+        // window from start to exit.
+        (None, None, None) if log_limit != u64::MAX || control || signal != 0 => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
+        (None, None, None) => None,
+        (length, start, every) => {
+            let length = length.unwrap_or(u64::MAX);
+            let every = every.unwrap_or(0);
+            if every != 0 && length >= every {
+                w[8] = Some("shim: SHIM_EVERY must exceed SHIM_WINDOW; one window only");
+                Some(Windows { length, start: start.unwrap_or(0), every: 0 })
+            } else {
+                Some(Windows { length, start: start.unwrap_or(0), every })
+            }
+        }
+    };
     Config {
         backend,
         choice,
@@ -191,6 +323,12 @@ pub fn read() -> Config {
         zstd_level,
         log: getenv(b"SHIM_LOG").filter(|v| !v.is_empty()),
         malloc_conf: getenv(b"MALLOC_CONF").filter(|v| !v.is_empty()),
+        windows,
+        stall_ns,
+        control,
+        signal,
+        log_limit,
+        rotate,
         warnings: w,
     }
 }
@@ -210,5 +348,31 @@ impl Timing {
             Timing::None => 0,
             Timing::Every(n) => n,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration(b"60s"), Some(60_000_000_000));
+        assert_eq!(parse_duration(b"2"), Some(2_000_000_000));
+        assert_eq!(parse_duration(b"500ms"), Some(500_000_000));
+        assert_eq!(parse_duration(b"1h"), Some(3_600_000_000_000));
+        assert_eq!(parse_duration(b"250us"), Some(250_000));
+        assert_eq!(parse_duration(b"s"), None);
+        assert_eq!(parse_duration(b"5x"), None);
+        assert_eq!(parse_duration(b""), None);
+    }
+    #[test]
+    fn sizes() {
+        use super::parse_size;
+        assert_eq!(parse_size(b"20G"), Some(20 << 30));
+        assert_eq!(parse_size(b"500MiB"), Some(500 << 20));
+        assert_eq!(parse_size(b"4096"), Some(4096));
+        assert_eq!(parse_size(b"1kB"), Some(1024));
+        assert_eq!(parse_size(b"G"), None);
+        assert_eq!(parse_size(b"5X"), None);
     }
 }

@@ -16,7 +16,7 @@ pub(crate) fn set_errno(e: i32) {
 }
 
 fn page_size() -> usize {
-    crate::lifecycle::page_size()
+    crate::shared::page_size()
 }
 
 /// glibc's memalign rules: absurd alignments fail with EINVAL, others round up to a power
@@ -55,15 +55,24 @@ pub(crate) fn oom(p: *mut c_void) -> *mut c_void {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if crate::lifecycle::forwarding_only() {
-        return unsafe { oom(be::malloc(size)) };
+    match crate::state::get() {
+        crate::state::OFF => return unsafe { oom(be::malloc(size)) },
+        crate::state::WATCHING => return malloc_watched(size),
+        _ => {}
     }
     malloc_recorded(size)
 }
 
+/// Watching: only a mark for the watchdog, in a frame of its own (a tail call from malloc,
+/// whose forwarding path stays frameless).
+#[inline(never)]
+fn malloc_watched(size: usize) -> *mut c_void {
+    hot::watch(Op::Malloc, || unsafe { oom(be::malloc(size)) })
+}
+
 #[inline(never)]
 fn malloc_recorded(size: usize) -> *mut c_void {
-    hot::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
+    hot::record_alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe {
         oom(be::malloc(size))
     })
 }
@@ -73,15 +82,22 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if crate::lifecycle::forwarding_only() {
-        return unsafe { be::free(p) };
+    match crate::state::get() {
+        crate::state::OFF => return unsafe { be::free(p) },
+        crate::state::WATCHING => return free_watched(p),
+        _ => {}
     }
     free_recorded(p)
 }
 
 #[inline(never)]
+fn free_watched(p: *mut c_void) {
+    hot::watch(Op::Free, || unsafe { be::free(p) })
+}
+
+#[inline(never)]
 fn free_recorded(p: *mut c_void) {
-    hot::free(p, || unsafe { be::free(p) })
+    hot::record_released(Op::Free, Args { ptr: p as u64, ..Args::default() }, || unsafe { be::free(p) })
 }
 
 #[unsafe(no_mangle)]
@@ -187,7 +203,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     unsafe { be::usable_size(p) }
 }
 
@@ -282,7 +298,7 @@ mod variadic_exec {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::heap_info(be::selected()) {
         Some(h) => {
             let mut m: libc::mallinfo2 = unsafe { core::mem::zeroed() };
@@ -306,7 +322,7 @@ pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::heap_info(be::selected()) {
         Some(h) => {
             let c = |v: usize| v.min(i32::MAX as usize) as i32;
@@ -331,7 +347,7 @@ pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     match be::introspect::trim(be::selected()) {
         Some(done) => done as i32,
         None => {
@@ -348,7 +364,7 @@ pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_stats() {
-    crate::lifecycle::ensure_init_untraced();
+    crate::init::ensure_init_untraced();
     if !be::introspect::print_stats(be::selected()) {
         static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
         let f = real(&REAL, c"malloc_stats");

@@ -1,10 +1,15 @@
 //! The log header: what process this is, with which backend and clock.
-use crate::lifecycle::{self, Globals};
+use crate::shared::{self, Globals};
 use recorder::format::TICK_SHIFT;
 use recorder::{clock, Header};
 
 /// The header for `g`'s log; `tps` is 0 until the recorder has calibrated the clock.
 pub fn build(g: &Globals, tps: f64) -> Header {
+    build_window(g, tps, g.windows.map(|_| 0))
+}
+
+/// The header of window `window`'s log (0: the watch log; None: no windows).
+pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
     let cmdline = std::fs::read("/proc/self/cmdline")
         .map(|b| {
             b.split(|&c| c == 0)
@@ -24,7 +29,7 @@ pub fn build(g: &Globals, tps: f64) -> Header {
         cmdline,
         backend: g.backend.name().to_string(),
         backend_version: g.backend.version(),
-        page_size: lifecycle::page_size() as u64,
+        page_size: shared::page_size() as u64,
         start_unix_ns: g.start_unix_ns,
         start_mono_ns: g.p0.mono_ns,
         clock: clock::source().to_string(),
@@ -38,6 +43,7 @@ pub fn build(g: &Globals, tps: f64) -> Header {
         },
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         own_allocators: crate::patch::report(),
+        window,
     }
 }
 

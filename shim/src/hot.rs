@@ -1,43 +1,14 @@
 //! The recording hot path: stamp, call the backend, encode one record into the calling
 //! thread's own buffer. Plain stores only: no lock, no shared counter, no syscall, no
 //! allocation (a full buffer is handed over in `ThreadState::swap_buffer`, off this path).
-use crate::lifecycle;
-use crate::thread::{self, ThreadState};
+use crate::shared::{self, G};
+use crate::thread::{self, enter, leave, ThreadState};
 use crate::tls::{self, Tls};
+use crate::{init, state};
 use core::ffi::c_void;
-use core::sync::atomic::{compiler_fence, Ordering::*};
+use core::sync::atomic::Ordering::Relaxed;
 use recorder::buffer::Args;
 use recorder::{clock, Op};
-
-/// Marks the thread as inside the shim. False when the final flush has begun: the caller
-/// then forwards without recording (see `lifecycle::final_flush` for the handshake).
-#[inline(always)]
-pub fn enter(st: &mut ThreadState) -> bool {
-    st.calls += 1;
-    st.in_call.store(st.calls, Relaxed);
-    compiler_fence(SeqCst);
-    st.halt.load(Relaxed) == thread::RUN || halted(st)
-}
-
-/// Someone else wants this thread's buffer: wait while the recorder takes it (TAKE), or
-/// stop recording (STOP).
-#[cold]
-#[inline(never)]
-fn halted(st: &ThreadState) -> bool {
-    loop {
-        match st.halt.load(Acquire) {
-            thread::RUN => return true,
-            thread::TAKE => core::hint::spin_loop(),
-            _ => return false,
-        }
-    }
-}
-
-#[inline(always)]
-pub fn leave(st: &mut ThreadState) {
-    compiler_fence(SeqCst);
-    st.in_call.store(0, Relaxed);
-}
 
 /// Ticks now if this call is one of the sampled ones, else 0.
 #[inline(always)]
@@ -45,7 +16,7 @@ fn start_timer(st: &mut ThreadState) -> u64 {
     if st.countdown != 0 {
         st.countdown -= 1;
         if st.countdown == 0 {
-            st.countdown = lifecycle::G.get().timing_period;
+            st.countdown = G.get().timing_period;
             return clock::now();
         }
     }
@@ -79,7 +50,7 @@ fn finish(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
     let b = unsafe { &mut *st.buf };
     let ts = clock::to_log(ts);
     let age = ts.wrapping_sub(b.first_ticks);
-    if !b.has_room() || (b.n != 0 && age > lifecycle::flush_ticks()) {
+    if !b.has_room() || (b.n != 0 && age > shared::flush_ticks()) {
         st.swap_buffer();
     }
     unsafe { (*st.buf).push(op, ts, a, bt.map(clock::to_log)) };
@@ -94,10 +65,19 @@ fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
 /// An allocating call (malloc, calloc, realloc, the aligned ones): stamped after the
 /// backend returns, so the block's reuse sorts after any other thread's free of it.
 #[inline(always)]
-pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
-    if lifecycle::forwarding_only() {
-        return call();
+pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    match state::get() {
+        state::OFF => return call(),
+        state::WATCHING => return watch(op, call),
+        _ => {}
     }
+    record_alloc(op, a, call)
+}
+
+/// [`alloc`] for a caller that has read the state already (malloc): neither OFF nor
+/// WATCHING then (a window that closed since is caught by `enter`).
+#[inline(always)]
+pub fn record_alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;
@@ -114,19 +94,21 @@ pub fn alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_
     p
 }
 
-/// free: stamped before the backend gets the pointer.
-#[inline(always)]
-pub fn free(p: *mut c_void, call: impl FnOnce()) {
-    released(Op::Free, Args { ptr: p as u64, ..Args::default() }, call)
-}
-
 /// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block): stamped
 /// before the allocator gets the pointer.
 #[inline(always)]
 pub fn released(op: Op, a: Args, call: impl FnOnce()) {
-    if lifecycle::forwarding_only() {
-        return call();
+    match state::get() {
+        state::OFF => return call(),
+        state::WATCHING => return watch(op, call),
+        _ => {}
     }
+    record_released(op, a, call)
+}
+
+/// [`released`] for a caller that has read the state already (free).
+#[inline(always)]
+pub fn record_released(op: Op, a: Args, call: impl FnOnce()) {
     let t = tls::get();
     let Some(st) = state(t) else { return call() };
     t.busy = 1;
@@ -157,17 +139,17 @@ fn prepare(t: &mut Tls) -> bool {
         return false;
     }
     t.busy = 1;
-    lifecycle::ensure_init();
-    let ok = if !lifecycle::tracing() || lifecycle::STOPPING.load(Relaxed) || t.state == tls::EXITED {
+    init::ensure_init();
+    let ok = if state::get() != state::RECORDING || t.state == tls::EXITED {
         if !t.state.is_null() {
-            lifecycle::count_untraced();
+            shared::count_untraced();
         }
         false
     } else {
         t.state = crate::thread::register();
         if t.state.is_null() {
             t.state = tls::EXITED;
-            lifecycle::count_untraced();
+            shared::count_untraced();
         }
         (t.state as usize) > 1
     };
@@ -185,14 +167,57 @@ fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
     }
 }
 
-/// The final flush has begun: hand this thread's buffer over and forward from now on.
+/// Between windows: the call is only marked in `in_call`, for the stall watchdog (the
+/// op in the low bits, WATCHED set: the recorder never waits on such a call).
+#[inline(always)]
+pub fn watch<R>(op: Op, call: impl FnOnce() -> R) -> R {
+    let t = tls::get();
+    if (t.state as usize) <= 1 {
+        return watch_first(t, call);
+    }
+    let st = unsafe { &mut *t.state };
+    st.calls += 1;
+    st.in_call.store(thread::WATCHED | st.calls << 6 | op as u64, Relaxed);
+    let r = call();
+    st.in_call.store(0, Relaxed);
+    r
+}
+
+/// A thread's first call while watching: it registers (without a buffer), so that the
+/// watchdog sees its calls.
+#[cold]
+#[inline(never)]
+fn watch_first<R>(t: &mut Tls, call: impl FnOnce() -> R) -> R {
+    if t.busy == 0 && t.state.is_null() {
+        t.busy = 1;
+        if state::get() == state::WATCHING {
+            t.state = thread::register();
+            if t.state.is_null() {
+                t.state = tls::EXITED;
+            }
+        }
+        t.busy = 0;
+    }
+    call()
+}
+
+/// The final flush has begun, or the window closed: hand this thread's buffer over and
+/// forward (for good after the final flush; until the next window otherwise).
 #[cold]
 #[inline(never)]
 fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     leave(st);
     st.close();
-    t.state = tls::EXITED;
-    lifecycle::count_untraced();
+    match state::get() {
+        s if s >= state::STOPPING => {
+            t.state = tls::EXITED;
+            shared::count_untraced();
+        }
+        // A window is open, but this thread could not join it (no buffer to be had).
+        state::RECORDING => shared::count_untraced(),
+        // The window closed: the call belongs to the watch.
+        _ => {}
+    }
     t.busy = 0;
     call()
 }
@@ -226,7 +251,7 @@ pub struct OpenCall {
 #[unsafe(no_mangle)]
 pub extern "C" fn shim_call_begin(c: &mut OpenCall) {
     c.open = 0;
-    if lifecycle::forwarding_only() {
+    if matches!(state::get(), state::OFF | state::WATCHING) {
         return;
     }
     let t = tls::get();

@@ -5,14 +5,21 @@
 //! allocators programs link in themselves are found and patched by patch/.
 
 mod config;
+mod control;
 mod exports;
 mod header;
 mod hot;
+mod init;
 mod lifecycle;
+mod logfile;
 mod patch;
 mod recorder_thread;
+mod shared;
+mod state;
 mod thread;
 mod tls;
+mod watch;
+mod window;
 
 /// The shim's own allocations (recorder, zstd's Rust side, std) go straight to the backend,
 /// never through the hooks.

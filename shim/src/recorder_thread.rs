@@ -1,13 +1,17 @@
 //! The recorder thread: compresses every full buffer into one frame and writes it, and every
 //! ~500 µs does the housekeeping no hooked thread should pay for: the slow-call watchdog,
 //! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
-use crate::lifecycle::{self, say, G};
-use crate::thread::REGISTRY;
-use crate::tls;
+use crate::control::{Control, Request};
+use crate::logfile::LogFile;
+use crate::shared::{self, say, G};
+use crate::thread::{halt_all, REGISTRY};
+use crate::window::{self, Action, Schedule};
+use crate::{state, tls, watch};
 use core::sync::atomic::Ordering::*;
-use recorder::buffer::{Args, Buf};
 use recorder::format::TICK_SHIFT;
-use recorder::writer::LogWriter;
+use recorder::window_event::{
+    DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND, START_SIGNAL,
+};
 use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
@@ -22,13 +26,13 @@ pub fn start() {
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
         // Running from now on, as far as the final flush is concerned: it must wait for a
         // recorder that has not been scheduled yet.
-        lifecycle::RECORDER_RUNNING.store(true, Release);
+        shared::RECORDER_RUNNING.store(true, Release);
         let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         if rc != 0 {
-            lifecycle::RECORDER_RUNNING.store(false, Release);
+            shared::RECORDER_RUNNING.store(false, Release);
             say("shim: cannot start the recorder thread; the program runs without recording");
-            lifecycle::halt_all();
+            halt_all();
         }
     }
 }
@@ -37,23 +41,8 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     // Everything this thread does (zstd, writes, our own Vecs) passes straight through.
     tls::get().busy = 1;
     run();
-    lifecycle::RECORDER_DONE.store(true, Release);
+    shared::RECORDER_DONE.store(true, Release);
     core::ptr::null_mut()
-}
-
-/// The tick rate is known: the header gets it, and threads their one-second flush.
-fn calibrated(rec: &mut Rec, tps: f64) {
-    let g = G.get();
-    // One second, in the log's ticks (what buffers' first_ticks count in).
-    lifecycle::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
-    if rec.failed {
-        return;
-    }
-    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
-        say(&format!("shim: writing log {} failed: {e}; recording stopped, the program continues", g.log_path));
-        rec.failed = true;
-        lifecycle::halt_all();
-    }
 }
 
 fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
@@ -62,72 +51,128 @@ fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
     let n = statm.read_at(&mut b, 0).ok()?;
     let s = core::str::from_utf8(&b[..n]).ok()?;
     let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * lifecycle::page_size() as u64)
+    Some(pages * shared::page_size() as u64)
 }
 
-struct Rec {
-    w: LogWriter,
-    own: Box<Buf>,
-    failed: bool,
+/// With capture windows: the schedule, the window open now, and the watch log's pace.
+struct Windowed {
+    sched: Schedule,
+    open: Option<window::Open>,
+    notes: Vec<watch::Note>,
+    last_sample: u64,
+    last_flush: u64,
+    /// Closed windows' logs still on disk, oldest first (for SHIM_LOG_FULL=rotate), and
+    /// their bytes.
+    closed: std::collections::VecDeque<(u32, String, u64)>,
+    closed_bytes: u64,
+    /// SHIM_LOG_LIMIT reached with SHIM_LOG_FULL=stop: no more windows, no more samples.
+    limit_hit: bool,
+    /// SHIM_CONTROL=1, and when it was last polled (CLOCK_MONOTONIC ns).
+    control: Option<Control>,
+    last_poll: u64,
 }
 
-impl Rec {
-    fn write(&mut self, b: &Buf) {
-        if self.failed {
+impl Windowed {
+    fn close(&mut self, why: u64, main: &mut LogFile, keep: bool) {
+        if let Some(o) = self.open.take() {
+            let n = o.number;
+            let (path, bytes) = window::close(o, why, main, keep);
+            self.closed.push_back((n, path, bytes));
+            self.closed_bytes += bytes;
+        }
+    }
+
+    /// Every log of the process together, in bytes.
+    fn total(&self, main: &LogFile) -> u64 {
+        main.bytes() + self.closed_bytes + self.open.as_ref().map_or(0, |o| o.file.bytes())
+    }
+
+    /// SHIM_LOG_LIMIT: checked after every write, so exceeded by at most one frame.
+    /// `rotate`: the oldest closed window's log goes; when none is left, the open window
+    /// closes (its log is the next to go). `stop`: the window closes and no other opens.
+    fn enforce_limit(&mut self, main: &mut LogFile) {
+        let g = G.get();
+        if self.limit_hit || self.total(main) < g.log_limit {
             return;
         }
-        if let Err(e) = self.w.write_buf(b) {
-            self.failed = true;
-            say(&format!(
-                "shim: writing log {} failed: {e}; recording stopped, the program continues",
-                G.get().log_path
-            ));
-            lifecycle::halt_all();
+        if g.rotate {
+            while self.total(main) >= g.log_limit {
+                let Some((n, path, bytes)) = self.closed.pop_front() else { break };
+                if let Ok(c) = std::ffi::CString::new(path) {
+                    unsafe { libc::unlink(c.as_ptr()) };
+                }
+                self.closed_bytes -= bytes;
+                main.note_full(Op::Window, clock::now(), n as u64, DELETED, None);
+            }
+            if self.total(main) >= g.log_limit {
+                self.sched.closed_early();
+                self.close(END_LIMIT, main, false);
+            }
+        } else {
+            self.sched.closed_early();
+            self.close(END_LIMIT, main, false);
+            self.limit_hit = true;
+            main.note_full(Op::Window, clock::now(), 0, LIMIT_STOP, None);
+            main.flush_own();
         }
     }
-    fn note(&mut self, op: Op, ticks: u64, value: u64) {
-        if !self.own.has_room() {
-            self.flush_own();
-        }
-        self.own.push(op, clock::to_log(ticks), &Args { value, ..Args::default() }, None);
-    }
-    fn flush_own(&mut self) {
-        if !self.own.is_empty() {
-            let own = core::mem::replace(&mut self.own, Buf::new_boxed(0));
-            self.write(&own);
-            self.own = own;
-            self.own.reset(0);
-        }
+}
+
+/// The log the threads' buffers go to now: the only one without windows, the open
+/// window's with them (None between windows: buffers are discarded).
+fn target<'a>(main: &'a mut LogFile, win: &'a mut Option<Windowed>) -> Option<&'a mut LogFile> {
+    match win {
+        None => Some(main),
+        Some(w) => w.open.as_mut().map(|o| &mut o.file),
     }
 }
 
 fn run() {
     let g = G.get();
-    let Ok(w) = LogWriter::new(g.fd, g.zstd_level) else {
-        say("shim: cannot set up zstd; the program runs without recording");
-        lifecycle::halt_all();
+    let Some(mut main) = LogFile::new(g.fd, g.log_path.clone(), g.header_reserved, g.windows.map(|_| 0), g.zstd_level)
+    else {
+        halt_all();
         return;
     };
-    let mut rec = Rec { w, own: Buf::new_boxed(0), failed: false };
-    rec.w.note_header(g.header_reserved);
+    let mut win = g.windows.map(|cfg| Windowed {
+        sched: Schedule::new(cfg, g.p0.mono_ns),
+        open: None,
+        notes: Vec::new(),
+        last_sample: 0,
+        last_flush: 0,
+        closed: Default::default(),
+        closed_bytes: 0,
+        limit_hit: false,
+        control: if g.control { Control::open() } else { None },
+        last_poll: 0,
+    });
     // The tick rate is measured against CLOCK_MONOTONIC over the first 20 ms (a fork child
     // keeps its parent's). Frames carry raw ticks, so draining starts at once: only the
     // header waits for the rate.
-    let known = f64::from_bits(lifecycle::TPS_BITS.load(Relaxed));
+    let known = f64::from_bits(shared::TPS_BITS.load(Relaxed));
     let mut tps = 0.0;
     if known > 0.0 {
         tps = known;
-        calibrated(&mut rec, tps);
+        calibrated(&mut main, &mut win, tps);
     }
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     loop {
-        let shutdown = lifecycle::SHUTDOWN.load(Acquire);
+        let shutdown = shared::SHUTDOWN.load(Acquire);
         let mut drained = 0;
         while let Some(b) = g.pool.next_full() {
-            rec.write(unsafe { &*b });
-            g.pool.give_back(b);
             drained += 1;
+            let ok = match target(&mut main, &mut win) {
+                Some(f) => f.write(unsafe { &*b }),
+                None => true,
+            };
+            g.pool.give_back(b);
+            if !ok {
+                write_failed(&mut main, &mut win);
+            }
+            if let Some(w) = win.as_mut() {
+                w.enforce_limit(&mut main);
+            }
         }
         let now = clock::now();
         if tps == 0.0 {
@@ -136,27 +181,42 @@ fn run() {
                 // Cut short when the program is already exiting: its timestamps span
                 // little time, so the error stays small.
                 tps = clock::rate(g.p0, p);
-                lifecycle::TPS_BITS.store(tps.to_bits(), Relaxed);
-                calibrated(&mut rec, tps);
+                shared::TPS_BITS.store(tps.to_bits(), Relaxed);
+                calibrated(&mut main, &mut win, tps);
             }
         }
         let (ticks_100ms, ticks_1s) = if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
-        housekeeping(now);
-        if now.wrapping_sub(last_take) >= ticks_1s / 4 {
+        let stall = if tps > 0.0 { (g.stall_ns as f64 * tps / 1e9) as u64 } else { u64::MAX };
+        let slack = if tps > 0.0 { (TICK_US as f64 * tps / 1e6) as u64 } else { 0 };
+        watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
+        if state::get() == state::RECORDING && now.wrapping_sub(last_take) >= ticks_1s / 4 {
             last_take = now;
             take_idle_buffers(now, ticks_1s);
         }
         if now.wrapping_sub(last_rss) >= ticks_100ms {
             last_rss = now;
-            if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
-                rec.note(Op::Rss, now, rss);
+            if let (Some(rss), Some(f)) = (statm.as_ref().and_then(rss_bytes), target(&mut main, &mut win)) {
+                f.note(Op::Rss, now, rss);
             }
         }
         if now.wrapping_sub(last_clock) >= ticks_1s {
             last_clock = now;
             let p = clock::pair();
-            rec.note(Op::Clock, p.ticks, p.mono_ns);
-            rec.flush_own();
+            if win.as_ref().is_some_and(|w| !w.limit_hit) {
+                // The watch log gets a clock pair of its own (written every 10 s).
+                main.note(Op::Clock, p.ticks, p.mono_ns);
+            }
+            if let Some(f) = target(&mut main, &mut win) {
+                f.note(Op::Clock, p.ticks, p.mono_ns);
+                if !f.flush_own() {
+                    write_failed(&mut main, &mut win);
+                }
+            }
+        }
+        if let Some(w) = win.as_mut() {
+            if !shutdown {
+                watch_tick(w, &mut main, now, ticks_1s, statm.as_ref().and_then(rss_bytes));
+            }
         }
         if shutdown && g.pool.pending() == 0 {
             break;
@@ -166,35 +226,91 @@ fn run() {
         }
     }
     let now = clock::now();
-    let untraced = lifecycle::UNTRACED.load(Relaxed);
+    let rss = statm.as_ref().and_then(rss_bytes);
+    if let Some(mut w) = win.take() {
+        w.close(END_EXIT, &mut main, true);
+        watch::write_notes(&mut main, now, &mut w.notes);
+    }
+    let untraced = shared::UNTRACED.load(Relaxed);
     if untraced > 0 {
-        rec.note(Op::Untraced, now, untraced);
+        main.note(Op::Untraced, now, untraced);
     }
-    if let Some(rss) = statm.as_ref().and_then(rss_bytes) {
-        rec.note(Op::Rss, now, rss);
+    if let Some(rss) = rss {
+        main.note(Op::Rss, now, rss);
     }
-    rec.note(Op::End, now, clock::to_log(lifecycle::CUT_TICKS.load(Relaxed)));
-    rec.flush_own();
+    main.note(Op::End, now, clock::to_log(shared::CUT_TICKS.load(Relaxed)));
+    main.flush_own();
 }
 
-/// The watchdog (a call seen inside the same hook on two ticks in a row is marked slow, so
-/// its record carries a backend time even when unsampled) and reaping of exited threads.
-fn housekeeping(now: u64) {
-    let stopping = lifecycle::STOPPING.load(Relaxed);
-    REGISTRY.for_each(|st| {
-        let v = st.in_call.load(Relaxed);
-        if v != 0 && v == st.wd_call {
-            if st.slow_call.load(Relaxed) != v {
-                st.slow_since.store(st.wd_at, Relaxed);
-                st.slow_call.store(v, Release);
-            }
-        } else {
-            st.wd_call = v;
-            st.wd_at = now;
+/// The tick rate is known: the headers get it, and threads their one-second flush.
+fn calibrated(main: &mut LogFile, win: &mut Option<Windowed>, tps: f64) {
+    // One second, in the log's ticks (what buffers' first_ticks count in).
+    shared::FLUSH_TICKS.store((tps as u64) >> TICK_SHIFT, Relaxed);
+    if !main.calibrated(tps) && win.is_none() {
+        halt_all();
+    }
+    if let Some(o) = win.as_mut().and_then(|w| w.open.as_mut()) {
+        o.file.calibrated(tps);
+    }
+}
+
+/// A write to the log of the threads' buffers failed: without windows recording stops
+/// (as it always did); with them the window closes and the program is watched.
+fn write_failed(main: &mut LogFile, win: &mut Option<Windowed>) {
+    match win {
+        None => {
+            halt_all();
         }
-        // Reap a thread whose destructor ran and whose last buffer is handed over.
-        stopping || !(st.dead.load(Acquire) && st.closed.load(Acquire))
-    });
+        Some(w) => {
+            w.sched.closed_early();
+            w.close(END_WRITE_ERROR, main, true);
+        }
+    }
+}
+
+/// With windows, once per tick: the schedule's transitions, the watch notes, and each
+/// second the RSS and allocator statistics (the watch log written every 10 s).
+fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss: Option<u64>) {
+    let mono = clock::mono_ns();
+    if mono.saturating_sub(w.last_poll) >= 20_000_000 {
+        w.last_poll = mono;
+        if let Some(c) = w.control.take() {
+            c.poll(|r| serve(w, main, mono, r));
+            w.control = Some(c);
+        }
+    }
+    if shared::SIGNALS.swap(0, Relaxed) % 2 == 1 {
+        // SHIM_SIGNAL: a window opens (for SHIM_WINDOW, or until the next signal) or closes.
+        if w.open.is_some() {
+            w.sched.closed_early();
+            w.close(END_SIGNAL, main, true);
+        } else if !w.limit_hit {
+            let len = w.sched.length();
+            if let Some(Action::Start { number, why }) = w.sched.demand(mono, false, len, START_SIGNAL) {
+                w.open = window::open(number, why, main);
+            }
+        }
+    }
+    match w.sched.poll(mono, w.open.is_some()) {
+        Action::Start { .. } if w.limit_hit => {}
+        Action::Start { number, why } => w.open = window::open(number, why, main),
+        Action::End { why } => w.close(why, main, true),
+        Action::None => {}
+    }
+    if w.limit_hit {
+        // Over the limit: the watch log gets nothing more but its end.
+        w.notes.clear();
+        return;
+    }
+    watch::write_notes(main, now, &mut w.notes);
+    if now.wrapping_sub(w.last_sample) >= ticks_1s {
+        w.last_sample = now;
+        watch::sample(main, now, rss);
+    }
+    if now.wrapping_sub(w.last_flush) >= ticks_1s.saturating_mul(10) {
+        w.last_flush = now;
+        main.flush_own();
+    }
 }
 
 /// A thread that stopped allocating keeps its partial buffer; so that a crash or SIGKILL
@@ -204,13 +320,16 @@ fn housekeeping(now: u64) {
 /// and wait; otherwise it is busy (and will hand the buffer over itself soon).
 fn take_idle_buffers(now: u64, age: u64) {
     use crate::thread::{RUN, TAKE};
-    if lifecycle::STOPPING.load(Relaxed) {
+    if state::stopping() {
         return;
     }
     let g = G.get();
     REGISTRY.lock();
     let mut marked = 0;
     REGISTRY.for_each_locked(|st| {
+        if st.closed.load(Acquire) || st.buf.is_null() {
+            return;
+        }
         let b = unsafe { &*st.buf };
         let (n, first) = unsafe { (core::ptr::read_volatile(&b.n), core::ptr::read_volatile(&b.first_ticks)) };
         if n > st.meta && (now >> TICK_SHIFT).wrapping_sub(first) > age >> TICK_SHIFT && !st.closed.load(Acquire) && st.in_call.load(Relaxed) == 0
@@ -220,7 +339,7 @@ fn take_idle_buffers(now: u64, age: u64) {
         }
     });
     if marked > 0 {
-        lifecycle::membarrier();
+        shared::membarrier();
         REGISTRY.for_each_locked(|st| {
             if st.halt.load(SeqCst) != TAKE {
                 return;
@@ -235,4 +354,46 @@ fn take_idle_buffers(now: u64, age: u64) {
         });
     }
     REGISTRY.unlock();
+}
+
+/// A control request (`shimlog ctl`), answered in one line.
+fn serve(w: &mut Windowed, main: &mut LogFile, mono: u64, r: Request) -> String {
+    let secs = |ns: u64| format!("{:.1}s", ns as f64 / 1e9);
+    match r {
+        Request::Start(_) if w.limit_hit => "error: the log limit was reached; no more windows".into(),
+        Request::Start(len) => match w.sched.demand(mono, w.open.is_some(), len, START_DEMAND) {
+            None => format!("error: window {} is recording already", w.open.as_ref().map_or(0, |o| o.number)),
+            Some(Action::Start { number, why }) => {
+                w.open = window::open(number, why, main);
+                match &w.open {
+                    Some(o) if len == u64::MAX => format!("recording window {} until stopped: {}", o.number, o.file.path),
+                    Some(o) => format!("recording window {} for {}: {}", o.number, secs(len), o.file.path),
+                    None => "error: the window's log could not be created".into(),
+                }
+            }
+            Some(_) => "error: no window".into(),
+        },
+        Request::Stop => match w.open.as_ref().map(|o| o.number) {
+            None => "error: not recording".into(),
+            Some(n) => {
+                w.sched.closed_early();
+                w.close(END_DEMAND, main, true);
+                format!("stopped window {n}; watching")
+            }
+        },
+        Request::Status => {
+            let state = match &w.open {
+                Some(o) => match w.sched.ends_at() {
+                    Some(e) => format!("recording window {} ({} left)", o.number, secs(e.saturating_sub(mono))),
+                    None => format!("recording window {} (until stopped)", o.number),
+                },
+                None if w.limit_hit => "watching (log limit reached)".into(),
+                None => match w.sched.next_start() {
+                    Some(s) => format!("watching (next window in {})", secs(s.saturating_sub(mono))),
+                    None => "watching".into(),
+                },
+            };
+            format!("{state}; {} windows so far; logs {} bytes; watch log {}", w.sched.number, w.total(main), main.path)
+        }
+    }
 }

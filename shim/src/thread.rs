@@ -6,9 +6,9 @@
 //! spinlock taken only off the hot path (registration, exit, the recorder's housekeeping,
 //! fork), so fork's prepare handler can hold it across fork.
 use crate::config::OnFull;
-use crate::lifecycle::{self, G};
-use crate::tls;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use crate::shared::{self, G};
+use crate::{state, tls};
+use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use recorder::buffer::{Args, Buf};
 use recorder::{clock, Op};
 
@@ -39,6 +39,11 @@ pub struct ThreadState {
     /// The watchdog's own notes: which call it saw last, and when.
     pub wd_call: u64,
     pub wd_at: u64,
+    /// The call the watchdog follows as a stall (0: none), and when it last saw it.
+    pub wd_stall: u64,
+    pub wd_last: u64,
+    /// The watch log has this thread's start (windows only).
+    pub seen: bool,
     /// The last buffer was handed to the recorder (exit, final flush): no more records.
     pub closed: AtomicBool,
     pub dead: AtomicBool,
@@ -59,6 +64,11 @@ static NEXT_STREAM: AtomicU32 = AtomicU32::new(1);
 pub const RUN: u8 = 0;
 pub const TAKE: u8 = 1;
 pub const STOP: u8 = 2;
+/// A window has opened since the thread last recorded: on its next recorded call it takes
+/// a buffer and starts its stream in the window's log.
+pub const REARM: u8 = 3;
+/// Bit set in `in_call` for a call made while watching (it never touches the buffer).
+pub const WATCHED: u64 = 1 << 63;
 
 impl Registry {
     pub fn lock(&self) {
@@ -124,15 +134,21 @@ pub fn init_exit_key() {
     unsafe { libc::pthread_key_create(&raw mut EXIT_KEY, Some(on_thread_exit)) };
 }
 
-/// First traced call of a thread. Called with `busy` set.
+/// First traced call of a thread. Called with `busy` set. While watching, the thread gets
+/// no buffer until a window opens (`REARM`).
 #[cold]
 pub fn register() -> *mut ThreadState {
     let stream = NEXT_STREAM.fetch_add(1, Relaxed);
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
     let g = G.get();
-    let buf = match g.pool.take_empty(stream, true) {
-        Some(b) => b,
-        None => return core::ptr::null_mut(),
+    let watching = state::get() == state::WATCHING;
+    let buf = if watching {
+        core::ptr::null_mut()
+    } else {
+        match g.pool.take_empty(stream, true) {
+            Some(b) => b,
+            None => return core::ptr::null_mut(),
+        }
     };
     let st = Box::into_raw(Box::new(ThreadState {
         buf,
@@ -143,27 +159,59 @@ pub fn register() -> *mut ThreadState {
         dropped_noted: false,
         meta: 0,
         delivered: false,
-        halt: core::sync::atomic::AtomicU8::new(RUN),
+        halt: core::sync::atomic::AtomicU8::new(if watching { REARM } else { RUN }),
         in_call: AtomicU64::new(0),
         calls: 0,
         slow_call: AtomicU64::new(0),
         slow_since: AtomicU64::new(0),
         wd_call: 0,
         wd_at: 0,
-        closed: AtomicBool::new(false),
+        wd_stall: 0,
+        wd_last: 0,
+        seen: false,
+        closed: AtomicBool::new(watching),
         dead: AtomicBool::new(false),
         next: core::ptr::null_mut(),
     }));
     unsafe {
-        (*st).start_stream();
+        if !watching {
+            (*st).start_stream();
+        }
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
-    if lifecycle::STOPPING.load(SeqCst) {
-        // The final flush may have listed the threads before this one joined.
+    if state::stopping() || !watching && state::get() != state::RECORDING {
+        // The final flush or a window's close may have listed the threads before this
+        // one joined.
         unsafe { (*st).halt.store(STOP, SeqCst) };
     }
     st
+}
+
+/// A window is open and this thread records for the first time in it: a buffer, and its
+/// stream's start. False (the call is not recorded) when no buffer can be had or the
+/// window closed meanwhile.
+#[cold]
+#[inline(never)]
+fn rearm(st: &mut ThreadState) -> bool {
+    let g = G.get();
+    if st.closed.load(Acquire) {
+        match g.pool.take_empty(st.stream, true) {
+            Some(b) => st.buf = b,
+            None => return false,
+        }
+    } else {
+        // A buffer an earlier window's close could not wait for: it belongs to no open log.
+        unsafe { (*st.buf).reset(st.stream) };
+    }
+    st.meta = 0;
+    st.delivered = false;
+    st.dropped = 0;
+    st.dropped_noted = false;
+    st.countdown = g.timing_period;
+    st.start_stream();
+    st.closed.store(false, Release);
+    st.halt.compare_exchange(REARM, RUN, SeqCst, Relaxed).is_ok()
 }
 
 impl ThreadState {
@@ -191,7 +239,7 @@ impl ThreadState {
     pub fn swap_buffer(&mut self) {
         let g = G.get();
         let full = self.buf;
-        let next = match g.pool.take_empty(self.stream, !lifecycle::recorder_running()) {
+        let next = match g.pool.take_empty(self.stream, !shared::recorder_running()) {
             Some(b) => Some(b),
             None if g.on_full == OnFull::Block => self.wait_for_empty(),
             None => None,
@@ -225,7 +273,7 @@ impl ThreadState {
             if let Some(b) = g.pool.take_empty(self.stream, false) {
                 return Some(b);
             }
-            if !lifecycle::recorder_running() {
+            if !shared::recorder_running() {
                 // Nobody will ever empty a buffer: grow rather than hang.
                 return g.pool.take_empty(self.stream, true);
             }
@@ -263,17 +311,108 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     t.busy += 1;
     let s = unsafe { &mut *st };
     // Same handshake as a hooked call, so the final flush never takes this buffer under us.
-    if crate::hot::enter(s) && !s.closed.load(Acquire) {
+    if enter(s) && !s.closed.load(Acquire) {
         if !unsafe { (*s.buf).has_room() } {
             s.swap_buffer();
         }
         unsafe { (*s.buf).push(Op::ThreadExit, clock::to_log(clock::now()), &Args::default(), None) };
-        crate::hot::leave(s);
+        leave(s);
         s.close();
     } else {
-        crate::hot::leave(s);
+        leave(s);
     }
     s.dead.store(true, Release);
     t.state = tls::EXITED;
     t.busy -= 1;
+}
+
+/// Marks the thread as inside the shim. False when the final flush has begun or the
+/// window closed: the caller then forwards without recording (see
+/// `lifecycle::final_flush` for the handshake).
+#[inline(always)]
+pub fn enter(st: &mut ThreadState) -> bool {
+    st.calls += 1;
+    st.in_call.store(st.calls, Relaxed);
+    compiler_fence(SeqCst);
+    st.halt.load(Relaxed) == RUN || halted(st)
+}
+
+/// Someone else wants this thread's buffer: wait while the recorder takes it (TAKE), or
+/// stop recording (STOP).
+#[cold]
+#[inline(never)]
+fn halted(st: &mut ThreadState) -> bool {
+    loop {
+        match st.halt.load(Acquire) {
+            RUN => return true,
+            TAKE => core::hint::spin_loop(),
+            REARM => return state::get() == state::RECORDING && rearm(st),
+            _ => return false,
+        }
+    }
+}
+
+#[inline(always)]
+pub fn leave(st: &mut ThreadState) {
+    compiler_fence(SeqCst);
+    st.in_call.store(0, Relaxed);
+}
+
+/// Stops recording on every thread: moves the state to STOPPING (for threads not yet registered) and
+/// each registered thread's `halt` to STOP, then makes that visible to every running
+/// thread. Returns the threads, which stay allocated (nothing is reaped once STOPPING).
+pub fn halt_all() -> Vec<*mut ThreadState> {
+    // Calls stamped after this are left out by readers: threads stop one by one, and a
+    // block one freed unrecorded may be reused by another still recording.
+    let _ = shared::CUT_TICKS.compare_exchange(0, clock::now(), SeqCst, Relaxed);
+    state::begin_stop();
+    let mut threads = Vec::new();
+    REGISTRY.for_each(|st| {
+        st.halt.store(STOP, SeqCst);
+        threads.push(st as *mut _);
+        true
+    });
+    shared::membarrier();
+    threads
+}
+
+/// A window closes (the state is WATCHING already): every registered thread stops
+/// recording, and once out of the call it may be in, its buffer is handed over. Runs on the
+/// recorder thread, the only one that reaps, so the threads stay allocated meanwhile.
+/// Returns how many threads stayed in a recorded call for over `wait_ns` (their buffer is
+/// left to them; the next window discards it).
+pub fn close_window_threads(wait_ns: u64) -> u32 {
+    let mut threads: Vec<*mut ThreadState> = Vec::new();
+    REGISTRY.for_each(|st| {
+        st.halt.store(STOP, SeqCst);
+        threads.push(st as *mut _);
+        true
+    });
+    shared::membarrier();
+    let deadline = clock::mono_ns() + wait_ns;
+    let mut stuck = 0;
+    for st in threads {
+        let st = unsafe { &mut *st };
+        let v = st.in_call.load(SeqCst);
+        if v != 0 && v & WATCHED == 0 {
+            while st.in_call.load(Acquire) == v && clock::mono_ns() < deadline {
+                unsafe { libc::usleep(50) };
+            }
+            if st.in_call.load(Acquire) == v {
+                stuck += 1;
+                continue;
+            }
+        }
+        st.close();
+    }
+    stuck
+}
+
+/// A window opens (the state is still WATCHING): every registered thread takes a buffer
+/// on its next recorded call.
+pub fn arm_window_threads() {
+    REGISTRY.for_each(|st| {
+        st.halt.store(REARM, SeqCst);
+        true
+    });
 }

@@ -77,6 +77,20 @@ fn text(s: &mut String, e: &Event) {
             }
         }
         Op::ThreadStart | Op::ThreadExit | Op::Fork | Op::End => {}
+        Op::Stall => {
+            let call = Op::from_u8(e.size as u8).filter(|o| o.is_alloc_family()).map_or("unknown", |o| o.name());
+            let _ = write!(s, " call={call} thread={}", e.value());
+        }
+        Op::AllocStat => {
+            let _ = write!(s, " {}={}", recorder::alloc_stat_name(e.size), e.value());
+        }
+        Op::Window => {
+            let _ = write!(s, " window={} {}", e.size, recorder::window_event_name(e.value()));
+        }
+        Op::ThreadSeen => {
+            let what = ["started", "ended", "forked"].get(e.size as usize).copied().unwrap_or("unknown");
+            let _ = write!(s, " thread={} {what}", e.value());
+        }
         _ => {
             let _ = write!(s, " value={}", e.value());
         }
@@ -108,6 +122,14 @@ fn jsonl(s: &mut String, e: &Event) {
         }
     } else {
         let _ = write!(s, ",\"value\":{}", e.value());
+        if matches!(e.op, Op::Stall | Op::AllocStat | Op::Window | Op::ThreadSeen) {
+            // The watch records' second field: the call's op, the statistic, the window, what
+            // the thread did.
+            let _ = write!(s, ",\"size\":{}", e.size);
+        }
+        if let Some(ns) = e.backend_ns() {
+            let _ = write!(s, ",\"backend_ns\":{ns}");
+        }
     }
     let _ = write!(s, ",\"stream\":{}}}", e.stream);
 }

@@ -3,8 +3,10 @@
 //! - `shimlog dump LOG [--format text|jsonl|logalloc]`: one event per line.
 //! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
+//! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 use clap::{Parser, Subcommand};
 
+mod ctl;
 mod dump;
 mod open;
 mod replay;
@@ -25,6 +27,8 @@ enum Cmd {
     Stats(stats::Args),
     /// Replay a captured workload against each backend and compare them.
     Replay(replay::Args),
+    /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
+    Ctl(ctl::Args),
 }
 
 fn main() {
@@ -35,6 +39,7 @@ fn main() {
         Cmd::Dump(a) => dump::run(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Replay(a) => replay::run(a),
+        Cmd::Ctl(a) => ctl::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

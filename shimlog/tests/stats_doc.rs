@@ -13,18 +13,28 @@ use synth::{dir, header, stats_json, Log};
 /// times, a failed call, cross-thread frees, a burst of frees, a drop, RSS samples and
 /// blocks never freed.
 fn full_log(path: &str, pid: u32) -> String {
-    // A program that brought its own allocator, recorded: the header names it.
     let mut h = header(pid, 0);
-    h.own_allocators.push(recorder::format::OwnAllocator {
+    // An allocator of the program's own, and windows: this log is the watch log.
+    h.own_allocators = vec![recorder::format::OwnAllocator {
         family: "jemalloc".into(),
-        prefix: String::new(),
+        prefix: "".into(),
         version: "5.3.0".into(),
-        file: "/usr/bin/validator".into(),
-        entry_points: 14,
+        file: "/usr/bin/synthetic".into(),
+        entry_points: 11,
         mode: "recorded".into(),
-        note: "not recorded: mi_heap_malloc".into(),
-    });
+        note: "mallocx not recorded".into(),
+    }];
+    h.window = Some(0);
     let mut l = Log::create(path, &h);
+    {
+        use recorder::window_event::*;
+        l.watch(1_500, Op::Window, 1, START_SCHEDULE, None);
+        l.watch(1_600, Op::ThreadSeen, 0, 1, None);
+        l.watch(1_700, Op::AllocStat, recorder::alloc_stat_code("allocated"), 4096, None);
+        l.watch(1_800, Op::Stall, Op::Realloc as u64, 1, Some(2_000_000));
+        l.watch(2_500, Op::Window, 1, END_LENGTH, None);
+        l.watch(2_600, Op::Window, 1, DELETED, None);
+    }
     l.thread(1, 1_000);
     l.thread(2, 1_000);
     let timed = |l: &mut Log, tid, ts, op, a: Args, ns| l.call(tid, ts, op, a, Some(ns));
@@ -59,6 +69,7 @@ fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
                     "ops" | "bytes" | "failed" | "latency.per_op" => "<op>",
                     "records" => "<record>",
                     "slop" => "<backend>",
+                    "watch.allocator_stats" => "<stat>",
                     _ => k.as_str(),
                 };
                 let p = if at.is_empty() { key.to_string() } else { format!("{at}.{key}") };

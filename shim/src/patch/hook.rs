@@ -218,7 +218,7 @@ pub fn apply(hooks: &[Hook], tr: &mut Trampolines) -> Result<(), String> {
     if !tr.seal() {
         return Err("the system refuses to make new code executable (W^X policy or SELinux execmem)".into());
     }
-    let page = crate::lifecycle::page_size();
+    let page = crate::shared::page_size();
     let mut pages: Vec<usize> = Vec::new();
     for h in hooks {
         let first = h.at & !(page - 1);

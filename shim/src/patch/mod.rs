@@ -19,7 +19,7 @@ pub mod owner;
 mod wrappers;
 
 use crate::config::Choice;
-use crate::lifecycle::say;
+use crate::shared::say;
 use entries::{Kind, KINDS};
 use recorder::format::OwnAllocator;
 use shim_backend::Backend;

@@ -157,6 +157,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             cmdline: h.cmdline.clone(),
             pid: h.pid,
             recorded_backend: format!("{} {}", h.backend, h.backend_version).trim().to_string(),
+            window: h.window,
         },
         options: Options {
             pace: a.pace.is_some(),

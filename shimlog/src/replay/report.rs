@@ -24,6 +24,10 @@ pub struct Program {
     pub pid: u32,
     /// The backend the program ran on while it was recorded.
     pub recorded_backend: String,
+    /// The log is one capture window of the process (SHIM_WINDOW...): its number (0: the
+    /// watch log, which has no calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -202,6 +202,18 @@ pub fn render(rep: &Report) -> String {
         cmd = cmd.chars().take(117).collect::<String>() + "...";
     }
     let _ = writeln!(s, "  program: {cmd} (pid {}, recorded on {})", rep.program.pid, rep.program.recorded_backend);
+    match rep.program.window {
+        Some(0) => {
+            let _ = writeln!(s, "  this is the process's watch log: no calls recorded, nothing to replay");
+        }
+        Some(n) => {
+            let _ = writeln!(
+                s,
+                "  capture window {n} of the process: blocks made before it are not replayed, their frees and reallocs are skipped (counted below)"
+            );
+        }
+        None => {}
+    }
     let _ = writeln!(
         s,
         "  log: {} events, {} malloc-family calls, {} threads, {} recorded",

@@ -17,6 +17,7 @@ use super::sizes::Sizes;
 use super::threads::Threads;
 use super::total::Follow;
 use super::totals::{DropRecord, Totals};
+use super::watch::Watch;
 use recorder::{Event, Op};
 
 pub struct Analysis {
@@ -28,6 +29,7 @@ pub struct Analysis {
     pub threads: Threads,
     pub mem: Memory,
     pub lat: Latency,
+    pub watch: Watch,
 }
 
 impl Analysis {
@@ -41,6 +43,7 @@ impl Analysis {
             threads: Threads::new(pid, burst),
             mem: Memory::new(),
             lat: Latency::new(pid),
+            watch: Watch::default(),
         }
     }
 
@@ -187,7 +190,7 @@ impl Analysis {
                 f.rss(e.ts_ns, e.value());
             }
             Op::Untraced => self.totals.untraced += e.value(),
-            _ => {}
+            _ => self.watch.take(e),
         }
     }
 

@@ -24,6 +24,7 @@ mod threads;
 mod total;
 mod totals;
 mod units;
+mod watch;
 
 use analysis::Analysis;
 use classes::SizeTable;
@@ -183,6 +184,7 @@ fn process_section(
             .mem
             .report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
         latency: a.lat.report(),
+        watch: a.watch.report(h.window),
     }
 }
 
@@ -253,5 +255,6 @@ fn total_section(
             .mem
             .report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
         latency: m.lat.report(),
+        watch: None,
     }
 }

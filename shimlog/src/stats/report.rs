@@ -66,6 +66,9 @@ pub fn write(w: &mut dyn Write, sections: &[Section], total: &Section) -> io::Re
 fn section(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     heading(w, s)?;
     read(w, s)?;
+    if let Some(r) = &s.watch {
+        super::watch::write(w, r, s.unknown_frees)?;
+    }
     totals(w, s)?;
     sizes(w, s)?;
     slop(w, s)?;

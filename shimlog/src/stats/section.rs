@@ -40,6 +40,9 @@ pub struct Section {
     pub threads_detail: ThreadsReport,
     pub memory: MemoryReport,
     pub latency: LatencyReport,
+    /// With capture windows: which window this log is, and the watch log's timeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<super::watch::WatchReport>,
 }
 
 #[derive(Serialize, Clone, Debug)]

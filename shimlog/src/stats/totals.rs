@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 /// How many drop records the report lists with their time.
 pub const DROPS_LISTED: usize = 100;
 
-const NOPS: usize = 40;
+/// Op codes are 6 bits.
+const NOPS: usize = 64;
 
 #[derive(Clone)]
 pub struct Totals {

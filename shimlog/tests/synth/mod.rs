@@ -128,6 +128,11 @@ impl Log {
     }
 
     /// A process-stream record (RSS, ...).
+    /// A watch record (stall, alloc_stat, window, thread_seen): two fields, and a time.
+    pub fn watch(&mut self, ts: u64, op: Op, size: u64, value: u64, bt: Option<u64>) {
+        self.push(0, op, ts, Args { size, value, ..Args::default() }, bt);
+    }
+
     pub fn process(&mut self, ts: u64, op: Op, value: u64) {
         self.value_record(0, ts, op, value);
     }

@@ -1,0 +1,195 @@
+//! Initialisation, on the first call whichever thread makes it (which can come before the
+//! constructor): the settings, the backend, and the log when there is one to write.
+use crate::config;
+use crate::shared::{self, say, Globals, G, TPS_BITS};
+use crate::{state, tls};
+use core::sync::atomic::{AtomicU8, Ordering::*};
+use recorder::clock;
+use recorder::transport::Pool;
+use shim_backend::{self as be, Backend};
+
+const UNINIT: u8 = 0;
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
+static INIT: AtomicU8 = AtomicU8::new(UNINIT);
+/// SHIM_BACKEND as read at start-up (config::Choice, encoded), for the constructor.
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+pub fn choice() -> config::Choice {
+    match CHOICE.load(Relaxed) {
+        0 => config::Choice::Unset,
+        1 => config::Choice::Own,
+        v => config::Choice::Switch(Backend::ALL.get((v - 2) as usize).copied().unwrap_or(Backend::Glibc)),
+    }
+}
+
+unsafe extern "C" {
+    #[link_name = "_rjem_malloc_conf"]
+    static mut JE_MALLOC_CONF: *const libc::c_char;
+}
+
+/// Initialises on the first call, whichever thread makes it; the caller has `busy` set so
+/// that allocations made here pass straight through.
+pub fn ensure_init() {
+    if INIT.load(Acquire) == DONE {
+        return;
+    }
+    if INIT.compare_exchange(UNINIT, RUNNING, AcqRel, Acquire).is_ok() {
+        init();
+        if state::get() == state::UNINIT {
+            state::init_off();
+        }
+        INIT.store(DONE, Release);
+    } else {
+        while INIT.load(Acquire) != DONE {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// For entry points that forward without recording (malloc_usable_size).
+pub fn ensure_init_untraced() {
+    if INIT.load(Acquire) != DONE {
+        let t = tls::get();
+        t.busy += 1;
+        ensure_init();
+        t.busy -= 1;
+    }
+}
+
+fn exe_path() -> String {
+    std::fs::read_link("/proc/self/exe")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn init() {
+    let cfg = config::read();
+    crate::patch::early(cfg.choice);
+    CHOICE.store(match cfg.choice { config::Choice::Unset => 0, config::Choice::Own => 1, config::Choice::Switch(b) => 2 + b as u8 }, Relaxed);
+    if cfg.backend == Backend::Jemalloc {
+        if let Some(conf) = cfg.malloc_conf {
+            // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF. The value
+            // points into the environment, NUL-terminated, and is read once at jemalloc's init.
+            unsafe { JE_MALLOC_CONF = conf.as_ptr() as *const libc::c_char };
+        }
+    }
+    be::select(cfg.backend);
+    shared::set_page_size();
+    for w in cfg.warnings.iter().flatten() {
+        say(w);
+    }
+    if !cfg.trace {
+        return;
+    }
+    if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
+        return; // setuid/setgid: forward only, write nothing.
+    }
+    clock::init(cfg.monotonic_clock);
+    let p0 = clock::pair();
+    let start_unix_ns = clock::unix_ns();
+    let pattern = cfg.log.map(|v| String::from_utf8_lossy(v).into_owned());
+    let window = cfg.windows.map(|_| 0);
+    let Some((fd, log_path)) = open_log(pattern.as_deref(), window) else { return };
+    unsafe {
+        libc::syscall(libc::SYS_membarrier, 16 /* REGISTER_PRIVATE_EXPEDITED */, 0, 0);
+    }
+    crate::thread::init_exit_key();
+    let g = Box::new(Globals {
+        pool: new_pool(),
+        timing_period: cfg.timing.period(),
+        timing: cfg.timing,
+        on_full: cfg.on_full,
+        backend: cfg.backend,
+        zstd_level: cfg.zstd_level,
+        fd,
+        log_path,
+        header_reserved: 0,
+        log_pattern: pattern,
+        p0,
+        start_unix_ns,
+        forked: false,
+        ppid: unsafe { libc::getppid() } as u32,
+        pid: unsafe { libc::getpid() } as u32,
+        windows: cfg.windows,
+        stall_ns: cfg.stall_ns,
+        log_limit: cfg.log_limit,
+        rotate: cfg.rotate,
+        control: cfg.control,
+    });
+    let Some(g) = with_header(g) else { return };
+    if cfg.signal != 0 {
+        // SHIM_SIGNAL: the program's own handler of that signal, if it had one, is replaced
+        // (the user asked for it); SA_RESTART keeps its system calls going.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = shared::on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(cfg.signal, &sa, core::ptr::null_mut());
+        }
+    }
+    let watching = g.windows.is_some();
+    G.set(g);
+    if watching {
+        state::start_watching();
+    } else {
+        state::start_recording();
+    }
+}
+
+/// Rewrites the header in place, with what is known now (the program's own allocators).
+pub fn rewrite_header() {
+    let g = G.get();
+    let tps = f64::from_bits(TPS_BITS.load(Relaxed));
+    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
+        say(&format!("shim: cannot rewrite the header of {}: {e}", g.log_path));
+    }
+}
+
+/// Writes the header of a new log (provisional clock rate until the recorder calibrates).
+/// None, with one line on stderr, when the write fails.
+pub fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
+    let tps = f64::from_bits(TPS_BITS.load(Relaxed));
+    match recorder::writer::write_header(g.fd, &crate::header::build(&g, tps)) {
+        Ok(r) => {
+            g.header_reserved = r;
+            Some(g)
+        }
+        Err(e) => {
+            say(&format!("shim: cannot write log {}: {e}; the program runs without recording", g.log_path));
+            unsafe { libc::close(g.fd) };
+            None
+        }
+    }
+}
+
+pub fn new_pool() -> Pool {
+    // 16 buffers of 64 KiB now, up to 64 shared ones, one more per thread beyond that.
+    Pool::new(8192, 64, 16)
+}
+
+/// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when
+/// it cannot be created.
+/// With capture windows, `window` is the window's number (0: the watch log).
+pub fn open_log(pattern: Option<&str>, window: Option<u32>) -> Option<(i32, String)> {
+    let exe = exe_path();
+    let name = exe.rsplit('/').next().unwrap_or("unknown");
+    let pid = unsafe { libc::getpid() } as u32;
+    let pattern = pattern.unwrap_or(config::DEFAULT_LOG);
+    let pattern = match window {
+        Some(n) => recorder::writer::window_pattern(pattern, n),
+        // Without windows the one log is window 1.
+        None if pattern.replace("%%", "").contains("%n") => recorder::writer::window_pattern(pattern, 1),
+        None => pattern.to_string(),
+    };
+    let path = recorder::writer::expand_pattern(&pattern, pid, name);
+    match recorder::writer::create_log(&path) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            say(&format!("shim: cannot create log {path}: {e}; the program runs without recording"));
+            None
+        }
+    }
+}
+

@@ -1,0 +1,118 @@
+//! One log file as the recorder thread writes it: its frames' writer, the buffer of its
+//! process records, and what to say when a write fails.
+use crate::shared::{say, G, TPS_BITS};
+use core::sync::atomic::Ordering::*;
+use recorder::buffer::{Args, Buf};
+use recorder::writer::LogWriter;
+use recorder::{clock, Op};
+
+pub struct LogFile {
+    pub w: LogWriter,
+    own: Box<Buf>,
+    /// A write failed: nothing more goes to this file.
+    pub failed: bool,
+    pub path: String,
+    reserved: u32,
+    /// Window number (0: the watch log), None without windows.
+    pub window: Option<u32>,
+}
+
+impl LogFile {
+    /// Takes over `fd`, whose header (`reserved` bytes of JSON) is written already.
+    pub fn new(fd: i32, path: String, reserved: u32, window: Option<u32>, level: i32) -> Option<LogFile> {
+        let Ok(mut w) = LogWriter::new(fd, level) else {
+            say("shim: cannot set up zstd; the program runs without recording");
+            unsafe { libc::close(fd) };
+            return None;
+        };
+        w.note_header(reserved);
+        Some(LogFile { w, own: Buf::new_boxed(0), failed: false, path, reserved, window })
+    }
+
+    /// Creates window `n`'s log (0: the watch log) with its header; None, with one line on
+    /// stderr, when it cannot be.
+    pub fn create(n: u32) -> Option<LogFile> {
+        let g = G.get();
+        let (fd, path) = crate::init::open_log(g.log_pattern.as_deref(), Some(n))?;
+        let tps = f64::from_bits(TPS_BITS.load(Relaxed));
+        match recorder::writer::write_header(fd, &crate::header::build_window(g, tps, Some(n))) {
+            Ok(reserved) => LogFile::new(fd, path, reserved, Some(n), g.zstd_level),
+            Err(e) => {
+                say(&format!("shim: cannot write log {path}: {e}"));
+                unsafe { libc::close(fd) };
+                None
+            }
+        }
+    }
+
+    /// The clock rate is known: the header says it. False if the write failed.
+    pub fn calibrated(&mut self, tps: f64) -> bool {
+        if self.failed {
+            return true;
+        }
+        let h = crate::header::build_window(G.get(), tps, self.window.or(G.get().windows.map(|_| 0)));
+        if let Err(e) = recorder::writer::rewrite_header(self.w.fd(), &h, self.reserved) {
+            self.fail(&e);
+            return false;
+        }
+        true
+    }
+
+    /// The file ends at its last whole frame again (a full disk gets the partial frame's
+    /// room back, for the watch log to say what happened).
+    fn fail(&mut self, e: &std::io::Error) {
+        self.failed = true;
+        unsafe { libc::ftruncate(self.w.fd(), self.w.bytes as libc::off_t) };
+        let what = match self.window {
+            None => "recording stopped",
+            Some(0) => "the watch log stops",
+            Some(_) => "the window closes, the program is watched on",
+        };
+        say(&format!("shim: writing log {} failed: {e}; {what}, the program continues", self.path));
+    }
+
+    /// Writes one buffer as a frame. False if this write failed (said once on stderr).
+    pub fn write(&mut self, b: &Buf) -> bool {
+        if self.failed {
+            return true;
+        }
+        if let Err(e) = self.w.write_buf(b) {
+            self.fail(&e);
+            return false;
+        }
+        true
+    }
+
+    /// Appends a process record.
+    pub fn note(&mut self, op: Op, ticks: u64, value: u64) -> bool {
+        self.note_full(op, ticks, 0, value, None)
+    }
+
+    /// Appends a process record with a `size` field and a backend time (watch records).
+    pub fn note_full(&mut self, op: Op, ticks: u64, size: u64, value: u64, backend: Option<u64>) -> bool {
+        let mut ok = true;
+        if !self.own.has_room() {
+            ok = self.flush_own();
+        }
+        let a = Args { size, value, ..Args::default() };
+        self.own.push(op, clock::to_log(ticks), &a, backend.map(clock::to_log));
+        ok
+    }
+
+    /// Writes the process records gathered so far. False if the write failed.
+    pub fn flush_own(&mut self) -> bool {
+        if self.own.is_empty() {
+            return true;
+        }
+        let own = core::mem::replace(&mut self.own, Buf::new_boxed(0));
+        let ok = self.write(&own);
+        self.own = own;
+        self.own.reset(0);
+        ok
+    }
+
+    /// Bytes written to the file so far.
+    pub fn bytes(&self) -> u64 {
+        self.w.bytes
+    }
+}

@@ -1,0 +1,120 @@
+//! What the recording threads, the recorder and the lifecycle share: the settings and
+//! objects of the process's log (`G`), the counters and flags the recorder thread and the
+//! exit path exchange, and two system helpers. Depends on nothing else in the crate but
+//! the settings' types.
+use crate::config::{OnFull, Timing, Windows};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
+use recorder::clock;
+use recorder::transport::Pool;
+use shim_backend::Backend;
+
+/// Settings and shared objects of a recording process (replaced in a fork child).
+pub struct Globals {
+    pub pool: Pool,
+    pub timing_period: u32,
+    pub timing: Timing,
+    pub on_full: OnFull,
+    pub backend: Backend,
+    pub zstd_level: i32,
+    pub fd: i32,
+    pub log_path: String,
+    /// Bytes reserved for the header JSON (rewritten in place once calibrated).
+    pub header_reserved: u32,
+    /// SHIM_LOG as given (None: the default), for the logs of fork children.
+    pub log_pattern: Option<String>,
+    /// Reference clock pair, and wall-clock time at it.
+    pub p0: clock::Pair,
+    pub start_unix_ns: u64,
+    pub forked: bool,
+    pub ppid: u32,
+    /// The process this log belongs to (a vfork or _Fork child shares or copies our state
+    /// without running any handler: it must never flush).
+    pub pid: u32,
+    /// Capture windows (None: one window from start to exit, in this one log); with them,
+    /// this log is the watch log (window 0) and each window has a log of its own.
+    pub windows: Option<Windows>,
+    /// SHIM_STALL in ns.
+    pub stall_ns: u64,
+    /// SHIM_LOG_LIMIT in bytes (u64::MAX: none), and SHIM_LOG_FULL=rotate.
+    pub log_limit: u64,
+    pub rotate: bool,
+    /// SHIM_CONTROL=1.
+    pub control: bool,
+}
+
+/// SHIM_SIGNAL deliveries not yet seen by the recorder (each toggles a window).
+pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+/// The SHIM_SIGNAL handler: async-signal-safe, one atomic add.
+pub extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALS.fetch_add(1, Relaxed);
+}
+
+pub struct GlobalCell(AtomicPtr<Globals>);
+impl GlobalCell {
+    /// Only valid once the state has been RECORDING.
+    #[inline(always)]
+    pub fn get(&self) -> &'static Globals {
+        unsafe { &*self.0.load(Acquire) }
+    }
+    pub fn set(&self, g: Box<Globals>) {
+        self.0.store(Box::into_raw(g), Release);
+    }
+}
+pub static G: GlobalCell = GlobalCell(AtomicPtr::new(core::ptr::null_mut()));
+
+/// The recorder should drain what is queued, close the log and exit.
+pub static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+pub static RECORDER_RUNNING: AtomicBool = AtomicBool::new(false);
+pub static RECORDER_DONE: AtomicBool = AtomicBool::new(false);
+/// Tick count when recording stopped (0: not yet), written in the End record.
+pub static CUT_TICKS: AtomicU64 = AtomicU64::new(0);
+/// Calls served but not recorded (after thread exit or the final flush).
+pub static UNTRACED: AtomicU64 = AtomicU64::new(0);
+/// A thread's partial buffer is handed over once its first record is this many log ticks
+/// old (one second; a guess until the recorder has calibrated).
+pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 27);
+/// Ticks per second (f64 bits), known once the recorder has calibrated.
+pub static TPS_BITS: AtomicU64 = AtomicU64::new(0);
+/// fork() calls made while watching (the recorder writes them to the watch log).
+pub static FORKS: AtomicU64 = AtomicU64::new(0);
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+
+#[inline(always)]
+pub fn flush_ticks() -> u64 {
+    FLUSH_TICKS.load(Relaxed)
+}
+pub fn recorder_running() -> bool {
+    RECORDER_RUNNING.load(Acquire) && !RECORDER_DONE.load(Acquire)
+}
+pub fn page_size() -> usize {
+    PAGE_SIZE.load(Relaxed)
+}
+pub fn set_page_size() {
+    PAGE_SIZE.store(unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize, Relaxed);
+}
+pub fn count_untraced() {
+    UNTRACED.fetch_add(1, Relaxed);
+}
+
+/// One line on stderr, straight to fd 2.
+pub fn say(msg: &str) {
+    let mut line = [0u8; 512];
+    let n = msg.len().min(line.len() - 1);
+    line[..n].copy_from_slice(&msg.as_bytes()[..n]);
+    line[n] = b'\n';
+    unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, n + 1) };
+}
+
+/// A full barrier on every running thread of the process.
+pub fn membarrier() {
+    unsafe {
+        if libc::syscall(libc::SYS_membarrier, 8 /* PRIVATE_EXPEDITED */, 0, 0) == 0 {
+            return;
+        }
+        if libc::syscall(libc::SYS_membarrier, 1 /* GLOBAL */, 0, 0) == 0 {
+            return;
+        }
+        libc::usleep(1000);
+    }
+}
