@@ -308,32 +308,42 @@ pub extern "C" fn shim_cxx_original(aligned: c_int, slot: c_int) -> usize {
 
 // ---- resizing ----
 
-extern "C" fn realloc2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
-    let a = Args { old: p as u64, ..args(n) };
+/// A call that resizes `p`: an old block (switched) is resized by its own allocator (the
+/// original) and stays its; otherwise the backend serves it when switched, the original
+/// when recorded.
+#[inline(always)]
+fn resize(
+    op: Op,
+    p: *mut c_void,
+    a: Args,
+    original: impl FnOnce() -> *mut c_void,
+    backend: impl FnOnce() -> *mut c_void,
+) -> *mut c_void {
     if switched_old(p) {
-        return hot::alloc(Op::Realloc, a, || resized_old(p, orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n))));
+        return hot::alloc(op, a, || resized_old(p, original()));
     }
     if switched() {
-        return unsafe { exports::realloc(p, n) };
+        return hot::alloc(op, a, backend);
     }
-    hot::alloc(Op::Realloc, a, || orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n)))
+    hot::alloc(op, a, original)
+}
+
+extern "C" fn realloc2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
+    let a = Args { old: p as u64, ..args(n) };
+    resize(Op::Realloc, p, a, || orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
+        realloc_rules(p, n)
+    })
 }
 
 extern "C" fn reallocf2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
-    if switched_old(p) {
-        return hot::alloc(Op::Realloc, a, || resized_old(p, orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n))));
-    }
-    if switched() {
-        return hot::alloc(Op::Realloc, a, || unsafe {
-            let q = realloc_rules(p, n);
-            if q.is_null() && !p.is_null() && n != 0 {
-                be::free(p);
-            }
-            q
-        });
-    }
-    hot::alloc(Op::Realloc, a, || orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n)))
+    resize(Op::Realloc, p, a, || orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
+        let q = realloc_rules(p, n);
+        if q.is_null() && !p.is_null() && n != 0 {
+            be::free(p);
+        }
+        q
+    })
 }
 
 extern "C" fn expand2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
@@ -348,44 +358,32 @@ extern "C" fn expand2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
 
 extern "C" fn reallocarray3<const S: usize>(p: *mut c_void, c: usize, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, count: c as u64, ..args(n) };
-    let call = || orig!(Reallocarray3, S, (*mut c_void, usize, usize) -> *mut c_void, (p, c, n));
-    if switched_old(p) {
-        return hot::alloc(Op::Reallocarray, a, || resized_old(p, call()));
-    }
-    if switched() {
-        return unsafe { exports::reallocarray(p, c, n) };
-    }
-    hot::alloc(Op::Reallocarray, a, call)
+    let original = || orig!(Reallocarray3, S, (*mut c_void, usize, usize) -> *mut c_void, (p, c, n));
+    resize(Op::Reallocarray, p, a, original, || match c.checked_mul(n) {
+        Some(total) => unsafe { realloc_rules(p, total) },
+        None => {
+            set_errno(libc::ENOMEM);
+            core::ptr::null_mut()
+        }
+    })
 }
 
 extern "C" fn realloc_aligned3<const S: usize>(p: *mut c_void, n: usize, al: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
-    let call = || orig!(ReallocAligned3, S, (*mut c_void, usize, usize) -> *mut c_void, (p, n, al));
-    if switched_old(p) {
-        return hot::alloc(Op::Realloc, a, || resized_old(p, call()));
-    }
-    if switched() {
-        return hot::alloc(Op::Realloc, a, || unsafe { backend_realloc_aligned(p, n, al, false) });
-    }
-    hot::alloc(Op::Realloc, a, call)
+    let original = || orig!(ReallocAligned3, S, (*mut c_void, usize, usize) -> *mut c_void, (p, n, al));
+    resize(Op::Realloc, p, a, original, || unsafe { backend_realloc_aligned(p, n, al, false) })
 }
 
 extern "C" fn rallocx3<const S: usize>(p: *mut c_void, n: usize, flags: c_int) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
-    let call = || orig!(Rallocx3, S, (*mut c_void, usize, c_int) -> *mut c_void, (p, n, flags));
-    if switched_old(p) {
-        return hot::alloc(Op::Realloc, a, || resized_old(p, call()));
-    }
-    if switched() {
-        return hot::alloc(Op::Realloc, a, || unsafe {
-            if is_je() {
-                je::rallocx(p, n, flags)
-            } else {
-                backend_realloc_aligned(p, n, flags_align(flags), flags & MALLOCX_ZERO != 0)
-            }
-        });
-    }
-    hot::alloc(Op::Realloc, a, call)
+    let original = || orig!(Rallocx3, S, (*mut c_void, usize, c_int) -> *mut c_void, (p, n, flags));
+    resize(Op::Realloc, p, a, original, || unsafe {
+        if is_je() {
+            je::rallocx(p, n, flags)
+        } else {
+            backend_realloc_aligned(p, n, flags_align(flags), flags & MALLOCX_ZERO != 0)
+        }
+    })
 }
 
 /// xallocx resizes in place or not at all: recorded as a realloc that returns the same
