@@ -26,6 +26,9 @@ pub struct Buf {
     pub stream: u32,
     pub n: u32,
     pub len: u32,
+    /// Which log of the process the buffer's records go to (0: the main or watch log, N:
+    /// window N's), for recovery from the in-flight file (it fills what was padding).
+    pub log: u32,
     pub first_ticks: u64,
     pub last_ticks: u64,
     prev_ptr: u64,
@@ -129,6 +132,10 @@ impl Buf {
             if let Some(t) = backend_ticks {
                 w = varint::put_raw(w, t);
             }
+            // The record's bytes are stored before the length that covers them, so that a
+            // process killed at any instruction leaves whole records below `len` in its
+            // in-flight buffer (an ordering for the compiler only: free on x86).
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
             self.len += w.offset_from(start) as u32;
         }
         self.n += 1;
@@ -169,6 +176,10 @@ impl Buf {
             if let Some(t) = backend_ticks {
                 w = varint::put_raw(w, t);
             }
+            // The record's bytes are stored before the length that covers them, so that a
+            // process killed at any instruction leaves whole records below `len` in its
+            // in-flight buffer (an ordering for the compiler only: free on x86).
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
             self.len += w.offset_from(start) as u32;
         }
         self.n += 1;
@@ -322,6 +333,11 @@ impl<'a> Decoder<'a> {
         self.state.pos >= self.data.len()
     }
 
+    /// Bytes of the frame decoded so far.
+    pub fn pos(&self) -> usize {
+        self.state.pos
+    }
+
     /// Next record, `Ok(None)` at the end, `Err(offset)` at a malformed record.
     pub fn next_record(&mut self) -> Result<Option<RawRecord>, usize> {
         self.state.next_record(self.data)
@@ -355,7 +371,7 @@ impl DecodeState {
         let ok = by_op!(
             Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
             Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End,
-            Stall, AllocStat, Window, ThreadSeen
+            Stall, AllocStat, Window, ThreadSeen, Exit, Recovered
         );
         if !ok {
             return Err(at);
@@ -496,6 +512,7 @@ mod tests {
             Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
             Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
             Op::Untraced, Op::End, Op::Stall, Op::AllocStat, Op::Window, Op::ThreadSeen,
+            Op::Exit, Op::Recovered,
         ])
     }
 

@@ -47,6 +47,50 @@ pub enum Op {
     /// Watched thread activity: `size` 0 a thread started, 1 it ended, 2 it forked;
     /// `value` the thread (version 3).
     ThreadSeen = 43,
+    /// How the process ended, written before `End` by a clean close: `size` says how
+    /// ([`exit_how_name`]: exit or return from main, `_exit`, exec), `value` the exit status
+    /// (version 4).
+    Exit = 52,
+    /// Appended by recovery (`shimlog recover`): `value` records of the process's in-flight
+    /// buffers reached the log after it died; `size` what the in-flight file knew of the end
+    /// ([`recovered_end_name`]) (version 4).
+    Recovered = 53,
+}
+
+/// [`Op::Exit`] `size` values: how the process ended.
+pub mod exit_how {
+    /// `exit()` or a return from main (atexit and on_exit handlers ran).
+    pub const EXIT: u64 = 0;
+    /// `_exit()` or `_Exit()` (no handler ran).
+    pub const UNDERSCORE_EXIT: u64 = 1;
+    /// An `exec` replaced the program (the new image writes its own log).
+    pub const EXEC: u64 = 2;
+}
+
+/// What an [`Op::Exit`] `size` means.
+pub fn exit_how_name(v: u64) -> &'static str {
+    match v {
+        exit_how::EXIT => "exit",
+        exit_how::UNDERSCORE_EXIT => "_exit",
+        exit_how::EXEC => "exec",
+        _ => "unknown",
+    }
+}
+
+/// [`Op::Recovered`] `size` values: what the in-flight file said of the process's end.
+pub mod recovered_end {
+    /// Nothing: a signal's default action, SIGKILL or the OOM killer ended it.
+    pub const KILLED: u64 = 0;
+    /// The program called `abort()` (SIGABRT).
+    pub const ABORT: u64 = 1;
+}
+
+/// What an [`Op::Recovered`] `size` means.
+pub fn recovered_end_name(v: u64) -> &'static str {
+    match v {
+        recovered_end::ABORT => "abort() called (SIGABRT)",
+        _ => "killed (no end record): a signal, SIGKILL or the OOM killer",
+    }
 }
 
 /// Names of the [`Op::AllocStat`] statistics, by their code (index).
@@ -155,6 +199,8 @@ impl Op {
             41 => AllocStat,
             42 => Window,
             43 => ThreadSeen,
+            52 => Exit,
+            53 => Recovered,
             _ => return None,
         })
     }
@@ -185,6 +231,8 @@ impl Op {
             AllocStat => "alloc_stat",
             Window => "window",
             ThreadSeen => "thread_seen",
+            Exit => "exit",
+            Recovered => "recovered",
         }
     }
 
@@ -223,7 +271,7 @@ impl Op {
             ThreadStart => &[Tid],
             ThreadExit | Fork => &[],
             Dropped | Rss | Clock | Untraced | End => &[Value],
-            Stall | AllocStat | Window | ThreadSeen => &[Size, Value],
+            Stall | AllocStat | Window | ThreadSeen | Exit | Recovered => &[Size, Value],
         }
     }
 }

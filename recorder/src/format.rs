@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"SHIMLOG\0";
 /// The version this build writes (2 added the `free_sized` record; 3 the watch records:
 /// `stall`, `alloc_stat`, `window`, `thread_seen`).
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The oldest version this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 pub const PREAMBLE_LEN: usize = 16;
@@ -75,6 +75,13 @@ pub struct Header {
     /// RSS, allocator statistics, stalls, windows), N >= 1 for the log of window N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
+    /// In a fork child's log: the parent's log (as the parent named it), and the moment of
+    /// the fork in ticks of the clock both share (version 4). The child starts with the
+    /// parent's live blocks; readers given both logs match the child's frees of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_log: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_ticks: Option<u64>,
 }
 
 /// An allocator linked into the program (see [`Header::own_allocators`]).

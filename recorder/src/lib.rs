@@ -7,13 +7,20 @@
 pub mod buffer;
 pub mod clock;
 pub mod cpu;
+pub mod ending;
 pub mod event;
 pub mod format;
+pub mod inflight;
+pub mod recover;
 pub mod reader;
 pub mod transport;
 pub mod varint;
 pub mod writer;
 
-pub use event::{alloc_stat_code, alloc_stat_name, window_event, window_event_name, Event, Op, ALLOC_STAT_NAMES};
+pub use event::{
+    alloc_stat_code, alloc_stat_name, exit_how, exit_how_name, recovered_end, recovered_end_name, window_event,
+    window_event_name, Event, Op, ALLOC_STAT_NAMES,
+};
+pub use ending::Ending;
 pub use format::Header;
 pub use reader::{LogReader, ReadIssue};

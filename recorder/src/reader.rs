@@ -15,6 +15,7 @@
 //! inside the merge loop; [`Events::fill`] (a chunk at a time) and the `Iterator` are built
 //! on it.
 use crate::buffer::DecodeState;
+use crate::ending::Ending;
 use crate::event::{Event, Op};
 use crate::format::{self, FrameHeader, Header};
 use std::cmp::Reverse;
@@ -170,6 +171,8 @@ pub struct LogReader {
     /// while threads were stopping one by one and are left out of [`LogReader::events`],
     /// so that what is read is one consistent cut of the process.
     pub cut_ticks: Option<u64>,
+    /// How the process ended, as far as the log says.
+    pub ending: Ending,
 }
 
 fn err(kind: io::ErrorKind, msg: String) -> io::Error {
@@ -226,9 +229,10 @@ impl LogReader {
             issues: Vec::new(),
             file_len,
             cut_ticks: None,
+            ending: Ending::NoEnd,
         };
         r.index(format::PREAMBLE_LEN as u64 + hlen as u64)?;
-        r.cut_ticks = r.find_cut();
+        (r.cut_ticks, r.ending) = r.find_end();
         Ok(r)
     }
 
@@ -293,23 +297,29 @@ impl LogReader {
         Ok(None)
     }
 
-    /// The End record's cut, read from the process stream's last frame.
-    fn find_cut(&self) -> Option<u64> {
-        let fi = self.frames.iter().rev().find(|f| f.h.stream == 0)?;
+    /// The End record's cut, and how the process ended, from the process stream's last two
+    /// frames (recovery appends one after what the process wrote).
+    fn find_end(&self) -> (Option<u64>, Ending) {
+        let tail: Vec<&FrameInfo> = self.frames.iter().rev().filter(|f| f.h.stream == 0).take(2).collect();
         let (mut comp, mut dctx, mut data) = (Vec::new(), None, Vec::new());
-        let read = self.read_frame(fi, &mut comp, &mut dctx, &mut data);
-        if let Some(m) = &self.map {
-            m.release(fi.offset, fi.offset + format::FRAME_HEADER_LEN as u64 + fi.h.comp_len as u64);
-        }
-        read.ok()?;
-        let mut st = DecodeState::new(fi.h.first_ticks);
-        let mut cut = None;
-        while let Ok(Some(rec)) = st.next_record(&data) {
-            if rec.op == Op::End && rec.args.value != 0 {
-                cut = Some(rec.args.value);
+        let mut recs = Vec::new();
+        for fi in tail.into_iter().rev() {
+            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut data);
+            if let Some(m) = &self.map {
+                m.release(fi.offset, fi.offset + format::FRAME_HEADER_LEN as u64 + fi.h.comp_len as u64);
+            }
+            if read.is_err() {
+                continue;
+            }
+            let mut st = DecodeState::new(fi.h.first_ticks);
+            while let Ok(Some(rec)) = st.next_record(&data) {
+                if matches!(rec.op, Op::End | Op::Exit | Op::Recovered) {
+                    recs.push(rec);
+                }
             }
         }
-        cut
+        let cut = recs.iter().rev().find(|r| r.op == Op::End && r.args.value != 0).map(|r| r.args.value);
+        (cut, Ending::from_records(&recs))
     }
 
     /// Total records the index promises (before decoding).

@@ -1,8 +1,11 @@
 //! How buffers travel between the threads that fill them and the recorder thread: two
 //! bounded lock-free queues (crossbeam `ArrayQueue`, which never allocates after it is made),
 //! one of full buffers in the order they were filled, one of empty buffers ready for reuse.
+//! Buffers come from the in-flight file's slots when there is one ([`crate::inflight`]),
+//! from the heap otherwise (and past its last slot).
 use crate::buffer::Buf;
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use crate::inflight::Inflight;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use crossbeam_queue::ArrayQueue;
 
 pub struct Pool {
@@ -14,23 +17,52 @@ pub struct Pool {
     cap: usize,
     /// Buffers beyond this are made only for new threads and before the recorder runs.
     soft_cap: usize,
+    /// Where buffers are made: the in-flight file's slots, in order, then the heap.
+    slots: Option<Inflight>,
+    /// The log the buffers taken now are for (0: the main log, N: window N's).
+    pub log: AtomicU32,
 }
 
 impl Pool {
     /// A pool that makes up to `cap` buffers (normally at most `soft_cap`), `prealloc` now.
-    pub fn new(cap: usize, soft_cap: usize, prealloc: usize) -> Pool {
+    /// Buffers come from `slots` (an in-flight file) while it has any.
+    pub fn new(cap: usize, soft_cap: usize, prealloc: usize, slots: Option<Inflight>) -> Pool {
         let p = Pool {
             full: ArrayQueue::new(cap),
             empty: ArrayQueue::new(cap),
             made: AtomicUsize::new(0),
             cap,
             soft_cap,
+            slots,
+            log: AtomicU32::new(0),
         };
         for _ in 0..prealloc.min(cap) {
-            p.made.fetch_add(1, Relaxed);
-            let _ = p.empty.push(Box::into_raw(Buf::new_boxed(0)) as usize);
+            let i = p.made.fetch_add(1, Relaxed);
+            let _ = p.empty.push(p.make(i, 0) as usize);
         }
         p
+    }
+
+    /// Buffer number `i`: its slot in the in-flight file, or a new one on the heap.
+    fn make(&self, i: usize, stream: u32) -> *mut Buf {
+        match self.slots.as_ref().and_then(|s| s.slot(i)) {
+            Some(b) => {
+                // A fresh slot is zeroes: only its fields need setting.
+                unsafe { (*b).reset(stream) };
+                b
+            }
+            None => Box::into_raw(Buf::new_boxed(stream)),
+        }
+    }
+
+    /// The in-flight file the buffers live in, if any.
+    pub fn inflight(&self) -> Option<&Inflight> {
+        self.slots.as_ref()
+    }
+
+    /// Takes the in-flight file out (a clean close removes it; a fork child forgets it).
+    pub fn take_inflight(&mut self) -> Option<Inflight> {
+        self.slots.take()
     }
 
     /// An empty buffer for `stream`: a recycled one, or a new one while under the soft cap
@@ -41,14 +73,18 @@ impl Pool {
             Some(p) => p as *mut Buf,
             None => {
                 let limit = if grow { self.cap } else { self.soft_cap };
-                if self.made.fetch_add(1, Relaxed) >= limit {
+                let i = self.made.fetch_add(1, Relaxed);
+                if i >= limit {
                     self.made.fetch_sub(1, Relaxed);
                     return None;
                 }
-                Box::into_raw(Buf::new_boxed(stream))
+                self.make(i, stream)
             }
         };
-        unsafe { (*p).reset(stream) };
+        unsafe {
+            (*p).reset(stream);
+            (*p).log = self.log.load(Relaxed);
+        }
         Some(p)
     }
 
@@ -57,8 +93,10 @@ impl Pool {
         let _ = self.full.push(b as usize);
     }
 
-    /// Returns a buffer nobody needs any more.
+    /// Returns a buffer nobody needs any more: written to its log, or discarded. Its
+    /// in-flight slot says so (no records), so recovery never writes it again.
     pub fn give_back(&self, b: *mut Buf) {
+        unsafe { core::ptr::write_volatile(&raw mut (*b).n, 0) };
         let _ = self.empty.push(b as usize);
     }
 

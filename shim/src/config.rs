@@ -53,8 +53,11 @@ pub struct Config {
     pub log_limit: u64,
     /// SHIM_LOG_FULL=rotate: delete the oldest window's log rather than stop recording.
     pub rotate: bool,
+    /// SHIM_CRASH_SAFE=1 (the default): the threads' buffers live in the in-flight file
+    /// beside the log, so that a process that dies leaves them recoverable.
+    pub crash_safe: bool,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 14],
+    pub warnings: [Option<&'static str>; 15],
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -180,7 +183,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 14] = [None; 14];
+    let mut w: [Option<&'static str>; 15] = [None; 15];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -297,6 +300,14 @@ pub fn read() -> Config {
             0
         }
     };
+    let crash_safe = match getenv(b"SHIM_CRASH_SAFE") {
+        None | Some(b"") | Some(b"1") | Some(b"on") => true,
+        Some(b"0") | Some(b"off") => false,
+        Some(_) => {
+            w[14] = Some("shim: unknown SHIM_CRASH_SAFE (accepted: 1, 0); using 1");
+            true
+        }
+    };
     let windows = match (window, start, every) {
         // A limit, a control socket or a signal needs somewhere to go on watching: one
         // window from start to exit.
@@ -329,6 +340,7 @@ pub fn read() -> Config {
         signal,
         log_limit,
         rotate,
+        crash_safe,
         warnings: w,
     }
 }

@@ -258,15 +258,43 @@ exec_hook!(fexecve, c"fexecve", (fd: i32, argv: Argv, envp: Argv));
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _exit(status: i32) -> ! {
-    crate::lifecycle::before_exit();
+    crate::lifecycle::before_exit(status);
     unsafe { libc::syscall(libc::SYS_exit_group, status) };
     loop {}
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Exit(status: i32) -> ! {
-    crate::lifecycle::before_exit();
+    crate::lifecycle::before_exit(status);
     unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    loop {}
+}
+
+// abort(): noted in the in-flight file (recovery then says the process aborted), then the
+// C library's abort, unchanged. glibc's own calls to abort (assert, heap corruption checks)
+// do not come here: their logs say "killed".
+
+static REAL_ABORT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Looks the C library's abort up, from the constructor (dlsym may allocate: not in abort).
+pub fn resolve_abort() {
+    real(&REAL_ABORT, c"abort");
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn abort() -> ! {
+    crate::lifecycle::on_abort();
+    let f = REAL_ABORT.load(core::sync::atomic::Ordering::Relaxed);
+    if f != 0 {
+        let f: unsafe extern "C" fn() -> ! = unsafe { core::mem::transmute(f) };
+        unsafe { f() }
+    }
+    unsafe {
+        libc::raise(libc::SIGABRT);
+        libc::signal(libc::SIGABRT, libc::SIG_DFL);
+        libc::raise(libc::SIGABRT);
+        libc::syscall(libc::SYS_exit_group, 127);
+    }
     loop {}
 }
 

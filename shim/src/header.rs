@@ -44,6 +44,8 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         own_allocators: crate::patch::report(),
         window,
+        parent_log: g.parent_log.clone(),
+        fork_ticks: g.fork_ticks,
     }
 }
 

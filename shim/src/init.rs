@@ -96,7 +96,7 @@ fn init() {
     }
     crate::thread::init_exit_key();
     let g = Box::new(Globals {
-        pool: new_pool(),
+        pool: new_pool(&log_path, cfg.crash_safe, p0),
         timing_period: cfg.timing.period(),
         timing: cfg.timing,
         on_full: cfg.on_full,
@@ -116,6 +116,9 @@ fn init() {
         log_limit: cfg.log_limit,
         rotate: cfg.rotate,
         control: cfg.control,
+        crash_safe: cfg.crash_safe,
+        parent_log: None,
+        fork_ticks: None,
     });
     let Some(g) = with_header(g) else { return };
     if cfg.signal != 0 {
@@ -164,9 +167,25 @@ pub fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
     }
 }
 
-pub fn new_pool() -> Pool {
+/// The pool of the log at `log_path`: its buffers in the in-flight file beside it (with
+/// `crash_safe`; on the heap when the file cannot be made, said in one line).
+pub fn new_pool(log_path: &str, crash_safe: bool, p0: clock::Pair) -> Pool {
+    let slots = if crash_safe {
+        let path = recorder::inflight::path_for(log_path);
+        match recorder::inflight::Inflight::create(&path, p0.ticks, p0.mono_ns) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                say(&format!(
+                    "shim: cannot create {path}: {e}; buffers on the heap (a crash loses what was not yet written)"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // 16 buffers of 64 KiB now, up to 64 shared ones, one more per thread beyond that.
-    Pool::new(8192, 64, 16)
+    Pool::new(8192, 64, 16, slots)
 }
 
 /// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when

@@ -17,11 +17,33 @@ extern "C" fn constructor() {
         init::rewrite_header();
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-            libc::atexit(final_flush);
+            // on_exit rather than atexit: the handler learns the exit status.
+            on_exit(at_exit, core::ptr::null_mut());
         }
         recorder_thread::start();
     }
+    crate::exports::resolve_abort();
     t.busy -= 1;
+}
+
+unsafe extern "C" {
+    fn on_exit(f: extern "C" fn(i32, *mut libc::c_void), arg: *mut libc::c_void) -> i32;
+}
+
+/// exit() or a return from main: the status goes into the log, then everything else.
+extern "C" fn at_exit(status: i32, _: *mut libc::c_void) {
+    shared::note_exit(recorder::exit_how::EXIT, status);
+    final_flush();
+}
+
+/// abort(): the in-flight file says so (one store, async-signal-safe), for recovery to
+/// tell after the SIGABRT that follows.
+pub fn on_abort() {
+    if state::tracing() && own_process() {
+        if let Some(f) = G.get().pool.inflight() {
+            f.note_ending(recorder::recovered_end::ABORT as u32);
+        }
+    }
 }
 
 #[used]
@@ -72,12 +94,20 @@ fn stop_for_good() {
 /// next call.
 fn restart(forked: bool) {
     let old = G.get();
+    let fork_ticks = clock::to_log(clock::now());
+    if forked {
+        // The parent's in-flight file and its lock stay the parent's.
+        if let Some(f) = old.pool.inflight() {
+            f.forget_in_child();
+        }
+    }
     let Some((fd, log_path)) = init::open_log(old.log_pattern.as_deref(), old.windows.map(|_| 0)) else {
         stop_for_good();
         return;
     };
+    let p0 = clock::pair();
     let g = Box::new(Globals {
-        pool: init::new_pool(),
+        pool: init::new_pool(&log_path, old.crash_safe, p0),
         timing_period: old.timing_period,
         timing: old.timing,
         on_full: old.on_full,
@@ -87,7 +117,7 @@ fn restart(forked: bool) {
         log_path,
         header_reserved: 0,
         log_pattern: old.log_pattern.clone(),
-        p0: clock::pair(),
+        p0,
         start_unix_ns: clock::unix_ns(),
         forked: forked || old.forked,
         ppid: unsafe { libc::getppid() } as u32,
@@ -97,6 +127,9 @@ fn restart(forked: bool) {
         log_limit: old.log_limit,
         rotate: old.rotate,
         control: old.control,
+        crash_safe: old.crash_safe,
+        parent_log: if forked { Some(old.log_path.clone()) } else { old.parent_log.clone() },
+        fork_ticks: if forked { Some(fork_ticks) } else { old.fork_ticks },
     });
     if forked {
         unsafe { libc::close(old.fd) }; // the parent's log stays the parent's
@@ -108,6 +141,7 @@ fn restart(forked: bool) {
     G.set(g);
     UNTRACED.store(0, Relaxed);
     CUT_TICKS.store(0, Relaxed);
+    shared::EXIT.store(0, Relaxed);
     RECORDER_RUNNING.store(false, Release);
     RECORDER_DONE.store(false, Release);
     SHUTDOWN.store(false, Release);
@@ -131,13 +165,15 @@ pub fn before_exec() -> bool {
     if !matches!(state::get(), state::RECORDING | state::WATCHING) || !own_process() {
         return false;
     }
+    shared::note_exit(recorder::exit_how::EXEC, 0);
     final_flush();
     true
 }
 
 /// Before _exit/_Exit, which run no atexit handler.
-pub fn before_exit() {
+pub fn before_exit(status: i32) {
     if state::tracing() && own_process() {
+        shared::note_exit(recorder::exit_how::UNDERSCORE_EXIT, status);
         final_flush();
     }
 }
@@ -156,6 +192,7 @@ pub fn after_failed_exec() {
         true
     });
     if others == 0 {
+        shared::EXIT.store(0, Relaxed);
         restart(false);
     } else {
         say("shim: exec failed in a multi-threaded process; recording stopped, the program continues");
@@ -195,6 +232,12 @@ pub extern "C" fn final_flush() {
     let deadline = clock::mono_ns() + 5_000_000_000;
     while RECORDER_RUNNING.load(Acquire) && !RECORDER_DONE.load(Acquire) && clock::mono_ns() < deadline {
         unsafe { libc::usleep(200) };
+    }
+    if RECORDER_DONE.load(Acquire) && own_process() {
+        // Everything the threads recorded is in the log: the in-flight file has no more use.
+        if let Some(f) = G.get().pool.inflight() {
+            f.remove();
+        }
     }
     state::closed();
     t.busy -= 1;

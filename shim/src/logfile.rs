@@ -8,7 +8,9 @@ use recorder::{clock, Op};
 
 pub struct LogFile {
     pub w: LogWriter,
-    own: Box<Buf>,
+    /// The process records gathered for this log: a buffer of the pool, so in the
+    /// in-flight file like the threads' (given back when the file is dropped).
+    own: *mut Buf,
     /// A write failed: nothing more goes to this file.
     pub failed: bool,
     pub path: String,
@@ -26,7 +28,12 @@ impl LogFile {
             return None;
         };
         w.note_header(reserved);
-        Some(LogFile { w, own: Buf::new_boxed(0), failed: false, path, reserved, window })
+        let Some(own) = G.get().pool.take_empty(0, true) else {
+            say("shim: no buffer for the process records; the program runs without recording");
+            return None;
+        };
+        unsafe { (*own).log = window.unwrap_or(0) };
+        Some(LogFile { w, own, failed: false, path, reserved, window })
     }
 
     /// Creates window `n`'s log (0: the watch log) with its header; None, with one line on
@@ -91,28 +98,37 @@ impl LogFile {
     /// Appends a process record with a `size` field and a backend time (watch records).
     pub fn note_full(&mut self, op: Op, ticks: u64, size: u64, value: u64, backend: Option<u64>) -> bool {
         let mut ok = true;
-        if !self.own.has_room() {
+        if !unsafe { (*self.own).has_room() } {
             ok = self.flush_own();
         }
         let a = Args { size, value, ..Args::default() };
-        self.own.push(op, clock::to_log(ticks), &a, backend.map(clock::to_log));
+        unsafe { (*self.own).push(op, clock::to_log(ticks), &a, backend.map(clock::to_log)) };
         ok
     }
 
     /// Writes the process records gathered so far. False if the write failed.
     pub fn flush_own(&mut self) -> bool {
-        if self.own.is_empty() {
+        // SAFETY: the pool's buffer is this file's alone until dropped.
+        let own = unsafe { &mut *self.own };
+        if own.is_empty() {
             return true;
         }
-        let own = core::mem::replace(&mut self.own, Buf::new_boxed(0));
-        let ok = self.write(&own);
-        self.own = own;
-        self.own.reset(0);
+        let ok = self.write(own);
+        // Written (or failed for good): the in-flight slot must not be recovered again.
+        let log = own.log;
+        own.reset(0);
+        own.log = log;
         ok
     }
 
     /// Bytes written to the file so far.
     pub fn bytes(&self) -> u64 {
         self.w.bytes
+    }
+}
+
+impl Drop for LogFile {
+    fn drop(&mut self) {
+        G.get().pool.give_back(self.own);
     }
 }

@@ -175,6 +175,10 @@ fn run() {
             }
         }
         let now = clock::now();
+        if let Some(f) = g.pool.inflight() {
+            // Recovery's clock rate, should the process die before the header has one.
+            f.note_clock(now, clock::mono_ns());
+        }
         if tps == 0.0 {
             let p = clock::pair();
             if p.mono_ns.saturating_sub(g.p0.mono_ns) >= 20_000_000 || shutdown {
@@ -237,6 +241,10 @@ fn run() {
     }
     if let Some(rss) = rss {
         main.note(Op::Rss, now, rss);
+    }
+    let exit = shared::EXIT.load(Relaxed);
+    if exit != 0 {
+        main.note_full(Op::Exit, now, (exit >> 32) & 0x7fff_ffff, exit & 0xff, None);
     }
     main.note(Op::End, now, clock::to_log(shared::CUT_TICKS.load(Relaxed)));
     main.flush_own();

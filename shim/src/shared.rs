@@ -40,6 +40,11 @@ pub struct Globals {
     pub rotate: bool,
     /// SHIM_CONTROL=1.
     pub control: bool,
+    /// SHIM_CRASH_SAFE: buffers in the in-flight file beside the log.
+    pub crash_safe: bool,
+    /// In a fork child: the parent's log, and the moment of the fork (log ticks).
+    pub parent_log: Option<String>,
+    pub fork_ticks: Option<u64>,
 }
 
 /// SHIM_SIGNAL deliveries not yet seen by the recorder (each toggles a window).
@@ -76,6 +81,14 @@ pub static UNTRACED: AtomicU64 = AtomicU64::new(0);
 pub static FLUSH_TICKS: AtomicU64 = AtomicU64::new(1 << 27);
 /// Ticks per second (f64 bits), known once the recorder has calibrated.
 pub static TPS_BITS: AtomicU64 = AtomicU64::new(0);
+/// How the process ends, once known: 0 not yet, else `1 << 63 | how << 32 | status` (how:
+/// recorder::exit_how). Written before the final flush, read by the recorder's last records.
+pub static EXIT: AtomicU64 = AtomicU64::new(0);
+
+pub fn note_exit(how: u64, status: i32) {
+    let _ = EXIT.compare_exchange(0, 1 << 63 | how << 32 | status as u32 as u64, Relaxed, Relaxed);
+}
+
 /// fork() calls made while watching (the recorder writes them to the watch log).
 pub static FORKS: AtomicU64 = AtomicU64::new(0);
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);

@@ -118,6 +118,11 @@ pub fn open(number: u32, why: u64, main: &mut LogFile) -> Option<Open> {
         main.note_full(Op::Window, clock::now(), number as u64, END_WRITE_ERROR, None);
         return None;
     };
+    // Buffers taken from now on are this window's, and recovery knows where its log is.
+    g.pool.log.store(number, core::sync::atomic::Ordering::Relaxed);
+    if let Some(f) = g.pool.inflight() {
+        f.note_window(number, &file.path);
+    }
     thread::arm_window_threads();
     if !state::open_window() {
         return None;
@@ -153,6 +158,10 @@ pub fn close(mut w: Open, why: u64, main: &mut LogFile, keep: bool) -> (String, 
         g.pool.give_back(b);
     }
     let now = clock::now();
+    g.pool.log.store(0, core::sync::atomic::Ordering::Relaxed);
+    if let Some(f) = g.pool.inflight() {
+        f.note_window(0, "");
+    }
     if discarded > 0 {
         main.note(Op::Untraced, now, discarded);
     }

@@ -3,12 +3,14 @@
 //! - `shimlog dump LOG [--format text|jsonl|logalloc]`: one event per line.
 //! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
+//! - `shimlog recover LOG...`: a dead process's in-flight buffers into its log (recover.rs).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 use clap::{Parser, Subcommand};
 
 mod ctl;
 mod dump;
 mod open;
+mod recover;
 mod replay;
 mod stats;
 
@@ -27,6 +29,8 @@ enum Cmd {
     Stats(stats::Args),
     /// Replay a captured workload against each backend and compare them.
     Replay(replay::Args),
+    /// Put what a process that died left in its in-flight buffers into its log.
+    Recover(recover::Args),
     /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
     Ctl(ctl::Args),
 }
@@ -40,6 +44,7 @@ fn main() {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Ctl(a) => ctl::run(a),
+        Cmd::Recover(a) => recover::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

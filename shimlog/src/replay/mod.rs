@@ -158,6 +158,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             pid: h.pid,
             recorded_backend: format!("{} {}", h.backend, h.backend_version).trim().to_string(),
             window: h.window,
+            forked: h.forked,
         },
         options: Options {
             pace: a.pace.is_some(),

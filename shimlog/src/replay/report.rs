@@ -28,6 +28,9 @@ pub struct Program {
     /// watch log, which has no calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
+    /// A fork child's log: it began with its parent's live blocks.
+    #[serde(default)]
+    pub forked: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

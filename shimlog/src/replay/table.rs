@@ -214,6 +214,12 @@ pub fn render(rep: &Report) -> String {
         }
         None => {}
     }
+    if rep.program.forked {
+        let _ = writeln!(
+            s,
+            "  a fork child: the blocks it inherited from its parent are made before the start, not replayed; their frees and reallocs are skipped (counted below)"
+        );
+    }
     let _ = writeln!(
         s,
         "  log: {} events, {} malloc-family calls, {} threads, {} recorded",

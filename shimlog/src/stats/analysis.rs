@@ -30,6 +30,8 @@ pub struct Analysis {
     pub mem: Memory,
     pub lat: Latency,
     pub watch: Watch,
+    /// A fork child read with its parent's log: the blocks it inherited.
+    pub inherit: Option<super::inherit::Inheritance>,
 }
 
 impl Analysis {
@@ -44,6 +46,7 @@ impl Analysis {
             mem: Memory::new(),
             lat: Latency::new(pid),
             watch: Watch::default(),
+            inherit: None,
         }
     }
 
@@ -118,7 +121,13 @@ impl Analysis {
     /// A block goes away (free, or the old block of a realloc).
     #[inline(always)]
     fn release<F: Follow>(&mut self, ptr: u64, th: u32, ts: u64, t: &SizeTable, f: &mut F) {
-        if let Some(b) = self.heap.free(ptr, t) {
+        let Some(b) = self.heap.free(ptr, t) else {
+            if self.inherit.is_some() {
+                self.inherited_free(ptr, ts);
+            }
+            return;
+        };
+        {
             self.sizes.freed(b.size_id, false);
             f.freed(b.size_id, t.size(b.size_id));
             self.life.record(
@@ -160,6 +169,20 @@ impl Analysis {
         self.mem.grew(live);
         if new_peak {
             self.mem.peak(ts, live);
+        }
+    }
+
+    /// A free of a pointer not live here, in a fork child whose parent's log is read too:
+    /// a block the child inherited at the fork, when the parent had it live then.
+    #[cold]
+    #[inline(never)]
+    fn inherited_free(&mut self, ptr: u64, ts: u64) {
+        let Some(inh) = self.inherit.as_mut() else { return };
+        if let Some((size, made)) = inh.blocks.remove(&ptr) {
+            self.heap.unknown_frees -= 1;
+            inh.frees += 1;
+            inh.bytes += size;
+            inh.age_ns_sum += (ts + inh.offset).saturating_sub(made);
         }
     }
 

@@ -3,6 +3,7 @@
 //! progress bar on stderr when it is a terminal.
 use super::analysis::Analysis;
 use super::classes::SizeTable;
+use super::inherit;
 use super::section::{Issue, ReadReport};
 use super::total::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -194,6 +195,9 @@ struct Many<'x> {
     t: &'x mut SizeTable,
     tr: &'x mut Tracker,
     offsets: &'x [u64],
+    /// Fork children read with their parents, and how many have not inherited yet.
+    forks: Vec<inherit::Fork>,
+    pending: usize,
 }
 
 impl Target for Many<'_> {
@@ -205,6 +209,9 @@ impl Target for Many<'_> {
     #[inline(always)]
     fn feed(&mut self, from: u32, e: &Event) {
         let i = from as usize;
+        if self.pending > 0 {
+            inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), self.an, self.offsets, self.t);
+        }
         self.tr.cur = i;
         self.tr.offset = self.offsets[i];
         self.an[i].feed(e, self.t, self.tr);
@@ -386,7 +393,9 @@ pub fn many(
     two: bool,
 ) -> Vec<ReadReport> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut ahead = Ahead::new(Many { an: &mut *an, t, tr: &mut *tr, offsets });
+    let forks = inherit::forks(rs);
+    let pending = forks.len();
+    let mut ahead = Ahead::new(Many { an: &mut *an, t, tr: &mut *tr, offsets, forks, pending });
     let mut m = Merged::new(rs, offsets);
     let mut n: u64 = 0;
     let m = if two && cpus >= 2 {

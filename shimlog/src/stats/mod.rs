@@ -13,6 +13,7 @@ mod classes;
 mod drive;
 mod fasthist;
 mod heap;
+mod inherit;
 mod latency;
 mod lifetimes;
 mod memory;
@@ -162,6 +163,8 @@ fn process_section(
             clock: h.clock.clone(),
             start_unix_ns: h.start_unix_ns,
             own_allocators: h.own_allocators.clone(),
+            ended: r.ending,
+            parent_log: h.parent_log.clone(),
         }),
         processes: 1,
         backend: h.backend.clone(),
@@ -175,6 +178,7 @@ fn process_section(
             bytes: a.heap.live_bytes,
         },
         unknown_frees: a.heap.unknown_frees,
+        inherited: inherit::report(a),
         address_reuse_conflicts: a.heap.address_reuse_conflicts,
         sizes: a.sizes.report(t),
         slop: slop::report(t, &a.sizes, &a.sizes, a.heap.peak_bytes),
@@ -202,7 +206,16 @@ fn total_section(
     let mut m = Analysis::new(0, burst);
     let never = NeverFreed::of(&tr.sizes, t);
     let (mut unknown, mut conflicts, mut allocs) = (0, 0, 0);
+    let mut inherited: Option<inherit::InheritedReport> = None;
     for (i, a) in an.iter().enumerate() {
+        if let Some(r) = inherit::report(a) {
+            let t = inherited.get_or_insert_with(Default::default);
+            let age = t.mean_age_ns as u128 * t.frees as u128 + r.mean_age_ns as u128 * r.frees as u128;
+            t.blocks_at_fork += r.blocks_at_fork;
+            t.frees += r.frees;
+            t.bytes_freed += r.bytes_freed;
+            t.mean_age_ns = age.checked_div(t.frees as u128).unwrap_or(0) as u64;
+        }
         m.totals.merge(&a.totals, offsets[i]);
         m.sizes.merge(&a.sizes);
         m.life.merge(&a.life);
@@ -246,6 +259,7 @@ fn total_section(
             bytes: tr.live_bytes,
         },
         unknown_frees: unknown,
+        inherited,
         address_reuse_conflicts: conflicts,
         sizes: m.sizes.report(t),
         slop: slop::report(t, &m.sizes, &tr.sizes, tr.peak_bytes),

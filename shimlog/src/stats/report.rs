@@ -107,7 +107,10 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             for a in &p.own_allocators {
                 writeln!(w, "   allocator: {}", own_allocator(a, &s.backend, &p.exe))?;
             }
-            Ok(())
+            if let Some(parent) = &p.parent_log {
+                writeln!(w, "   forked from the process of {parent}")?;
+            }
+            writeln!(w, "   ended: {}", p.ended)
         }
         _ => writeln!(
             w,
@@ -197,6 +200,18 @@ fn totals(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             count(s.unknown_frees),
             count(s.address_reuse_conflicts)
         )?;
+    }
+    if let Some(i) = &s.inherited {
+        writeln!(
+            w,
+            "   inherited at fork: {} blocks of the parent live; {} of them freed by the child ({}, mean age {})",
+            count(i.blocks_at_fork),
+            count(i.frees),
+            bytes(i.bytes_freed),
+            ns(i.mean_age_ns)
+        )?;
+    } else if s.unknown_frees > 0 && s.process.as_ref().is_some_and(|p| p.forked) {
+        writeln!(w, "   (a fork child: give its parent's log too, and its frees of inherited blocks are matched)")?;
     }
     Ok(())
 }

@@ -31,6 +31,10 @@ pub struct Section {
     pub peak_live_at_ns: u64,
     pub live_at_end: LiveAtEnd,
     pub unknown_frees: u64,
+    /// Fork children read with their parent's log: their frees of blocks inherited at the
+    /// fork (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inherited: Option<super::inherit::InheritedReport>,
     pub address_reuse_conflicts: u64,
     pub sizes: SizesReport,
     /// Keyed by backend name.
@@ -62,6 +66,13 @@ pub struct Process {
     /// them to `backend` (the log header's own_allocators).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub own_allocators: Vec<recorder::format::OwnAllocator>,
+    /// How the process ended: `how` is `exit` (with `call`: exit, _exit or exec, and
+    /// `status`), `closed` (status not recorded), `recovered` (it died; `end` says what is
+    /// known, `records` were recovered from its in-flight buffers) or `no_end`.
+    pub ended: recorder::Ending,
+    /// In a fork child's log: the parent's log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_log: Option<String>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug)]

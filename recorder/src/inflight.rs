@@ -1,0 +1,178 @@
+//! The in-flight file: where the threads' buffers live while they are filled, so that what a
+//! thread recorded survives the process however it ends.
+//!
+//! Beside each log `L` the shim creates `L.inflight`, maps it shared, and takes every
+//! buffer from it: a record a thread stores is in the page cache the moment it is stored,
+//! and the kernel keeps it when the process dies (a signal, a crash, SIGKILL, the OOM
+//! killer). The recorder compresses full buffers into the log as before and marks each one
+//! written (`n = 0`); a clean exit deletes the file. What a dead process left in it is put
+//! into its log by [`crate::recover`]. The process holds an exclusive `flock` on the file
+//! for as long as it lives, which is how a reader tells a dead process's file from a live
+//! one's.
+//!
+//! Layout: one page of [`InflightHeader`], then `slots` buffers of `slot_size` bytes, each
+//! a [`Buf`] as the shim fills it. The file is sparse: a slot takes disk only once used,
+//! and slots are reused, never added, so it never grows past what the threads use at once.
+use crate::buffer::Buf;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::io;
+
+pub const MAGIC: &[u8; 8] = b"SHIMINFL";
+pub const VERSION: u32 = 1;
+/// Bytes before the first slot.
+pub const HEADER_LEN: usize = 4096;
+/// Buffers the file holds at most; a process that needs more (over a thousand threads
+/// recording at once) takes the rest from the heap, where a crash loses them.
+pub const SLOTS: usize = 1024;
+/// Longest window log path the header can name.
+pub const PATH_MAX: usize = 3072;
+
+/// The file's first page. Written by the shim (the recorder thread, but `ending`), read by
+/// recovery. Every field but the path is one aligned word, so none is ever torn.
+#[repr(C)]
+pub struct InflightHeader {
+    pub magic: [u8; 8],
+    pub version: u32,
+    /// Bytes per slot (`size_of::<Buf>()` rounded up to 64).
+    pub slot_size: u32,
+    pub slots: u32,
+    pub pid: u32,
+    /// The clock at the shim's start and as the recorder last saw it (raw clock ticks,
+    /// CLOCK_MONOTONIC ns): recovery's clock rate when the process died before the log's
+    /// header had one.
+    pub p0_ticks: u64,
+    pub p0_mono: u64,
+    pub last_ticks: AtomicU64,
+    pub last_mono: AtomicU64,
+    /// How the process is ending, once known ([`crate::event::recovered_end`]).
+    pub ending: AtomicU32,
+    /// The window whose log is open (0: none), and that log's path.
+    pub window: AtomicU32,
+    pub window_path_len: AtomicU32,
+    pub window_path: [u8; PATH_MAX],
+}
+
+/// Bytes per slot.
+pub fn slot_size() -> usize {
+    core::mem::size_of::<Buf>().next_multiple_of(64)
+}
+
+/// The in-flight file's path for a log.
+pub fn path_for(log: &str) -> String {
+    format!("{log}.inflight")
+}
+
+/// A mapped in-flight file, as the shim holds it.
+pub struct Inflight {
+    pub fd: i32,
+    pub path: String,
+    base: *mut u8,
+    removed: core::sync::atomic::AtomicBool,
+}
+
+unsafe impl Send for Inflight {}
+unsafe impl Sync for Inflight {}
+
+fn cstr(path: &str) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+impl Inflight {
+    /// Creates `path` (mode 0600, never through a symlink, never over a file), sizes it for
+    /// [`SLOTS`] buffers (sparse), maps it and locks it. Makes no allocation through the
+    /// program's malloc beyond the path's.
+    pub fn create(path: &str, p0_ticks: u64, p0_mono: u64) -> io::Result<Inflight> {
+        let c = cstr(path)?;
+        let len = HEADER_LEN + SLOTS * slot_size();
+        unsafe {
+            let fd = libc::open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            );
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let fail = |fd: i32| {
+                let e = io::Error::last_os_error();
+                libc::close(fd);
+                libc::unlink(c.as_ptr());
+                Err(e)
+            };
+            if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0 || libc::ftruncate(fd, len as libc::off_t) != 0 {
+                return fail(fd);
+            }
+            let p = libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            if p == libc::MAP_FAILED {
+                return fail(fd);
+            }
+            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default() };
+            let h = &mut *(p as *mut InflightHeader);
+            h.version = VERSION;
+            h.slot_size = slot_size() as u32;
+            h.slots = SLOTS as u32;
+            h.pid = libc::getpid() as u32;
+            h.p0_ticks = p0_ticks;
+            h.p0_mono = p0_mono;
+            h.magic = *MAGIC;
+            Ok(f)
+        }
+    }
+
+    pub fn header(&self) -> &InflightHeader {
+        unsafe { &*(self.base as *const InflightHeader) }
+    }
+
+    /// Slot `i`'s buffer (zeroed when never used).
+    pub fn slot(&self, i: usize) -> Option<*mut Buf> {
+        (i < SLOTS).then(|| unsafe { self.base.add(HEADER_LEN + i * slot_size()) as *mut Buf })
+    }
+
+    /// Notes the clock as the recorder sees it now (raw ticks, CLOCK_MONOTONIC ns).
+    pub fn note_clock(&self, ticks: u64, mono: u64) {
+        let h = self.header();
+        h.last_ticks.store(ticks, Relaxed);
+        h.last_mono.store(mono, Relaxed);
+    }
+
+    /// How the process is ending (async-signal-safe: one store).
+    pub fn note_ending(&self, how: u32) {
+        self.header().ending.store(how, Relaxed);
+    }
+
+    /// The log the threads' buffers go to now: window `n`'s at `path`, or none but the main
+    /// log (`n` 0).
+    pub fn note_window(&self, n: u32, path: &str) {
+        let h = self.header();
+        h.window.store(0, Relaxed);
+        let len = path.len().min(PATH_MAX);
+        // SAFETY: only the recorder thread writes the path, inside the mapped header.
+        unsafe {
+            let dst = core::ptr::addr_of_mut!((*(self.base as *mut InflightHeader)).window_path) as *mut u8;
+            core::ptr::copy_nonoverlapping(path.as_ptr(), dst, len);
+        }
+        h.window_path_len.store(len as u32, Relaxed);
+        h.window.store(n, Relaxed);
+    }
+
+    /// After a clean close: the file goes (everything in it is in the log). The mapping
+    /// stays until the process ends: a thread the final flush could not wait for may still
+    /// store into its buffer.
+    pub fn remove(&self) {
+        if self.removed.swap(true, Relaxed) {
+            return;
+        }
+        if let Ok(c) = cstr(&self.path) {
+            unsafe { libc::unlink(c.as_ptr()) };
+        }
+        unsafe { libc::close(self.fd) };
+    }
+
+    /// In a fork child: the parent's file stays the parent's (its lock too, which the
+    /// child's copy of the descriptor would otherwise keep alive). The mapping stays, unused.
+    pub fn forget_in_child(&self) {
+        if !self.removed.swap(true, Relaxed) {
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}

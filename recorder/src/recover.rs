@@ -1,0 +1,213 @@
+//! Recovery: what a dead process left in its in-flight file ([`crate::inflight`]) goes into
+//! its log, as the frames the recorder would have written, followed by a `recovered` record.
+//!
+//! A slot with records (`n > 0`) was being filled, or was full and waiting for the
+//! recorder, when the process died; a slot the recorder wrote says `n = 0`. A slot written
+//! whose mark did not make it (the process died between the write and the mark) is found
+//! in the log by its stream and first tick, and left out. Records are decoded up to the
+//! first that does not decode (at most one, cut by the death). The file is deleted after.
+use crate::buffer::{Buf, Decoder, BUF_CAP};
+use crate::event::Op;
+use crate::format::{self, Header, TICK_SHIFT};
+use crate::inflight::{self, InflightHeader};
+use crate::reader::LogReader;
+use crate::writer::{rewrite_header, LogWriter};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+
+/// What recovery did to one log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    pub log: String,
+    pub frames: u64,
+    pub records: u64,
+    /// The header had no clock rate (the process died within its first 20 ms): it now has
+    /// the one the in-flight file's clock notes give.
+    pub rate_estimated: bool,
+}
+
+/// Why a log was not recovered.
+#[derive(Debug)]
+pub enum NotRecovered {
+    /// No in-flight file beside the log: nothing to do (a clean exit removed it).
+    Nothing,
+    /// Its process still runs (it holds the file's lock).
+    Running,
+    /// Something is wrong: one line saying what.
+    Failed(String),
+}
+
+/// Recovers `log` from `log.inflight` when its process is gone. Returns what was put in
+/// each log (the main log and, with capture windows, the open window's).
+pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
+    let path = inflight::path_for(log);
+    let file = match File::options().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(NotRecovered::Nothing),
+        Err(e) => return Err(NotRecovered::Failed(format!("{path}: {e}"))),
+    };
+    // The process holds the lock while it lives; its death (however it came) releases it.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(NotRecovered::Running);
+    }
+    let fail = |m: String| NotRecovered::Failed(format!("{path}: {m}"));
+    let mut hb = vec![0u8; inflight::HEADER_LEN];
+    file.read_exact_at(&mut hb, 0).map_err(|e| fail(format!("cannot read its header: {e}")))?;
+    // SAFETY: HEADER_LEN bytes, at least the header's size; every field is plain data.
+    let h: &InflightHeader = unsafe { &*(hb.as_ptr() as *const InflightHeader) };
+    if &h.magic != inflight::MAGIC || h.version != inflight::VERSION {
+        return Err(fail("not an in-flight file of this version of the shim".into()));
+    }
+    if h.slot_size as usize != inflight::slot_size() || h.slots as usize > inflight::SLOTS {
+        return Err(fail(format!("slots of {} bytes; this build reads {}", h.slot_size, inflight::slot_size())));
+    }
+    use core::sync::atomic::Ordering::Relaxed;
+    let window = h.window.load(Relaxed);
+    let wlen = (h.window_path_len.load(Relaxed) as usize).min(inflight::PATH_MAX);
+    let window_log = String::from_utf8_lossy(&h.window_path[..wlen]).into_owned();
+    let end = h.ending.load(Relaxed) as u64;
+    let clock = (h.p0_ticks, h.p0_mono, h.last_ticks.load(Relaxed), h.last_mono.load(Relaxed));
+
+    // Every slot with records, by the log it belongs to.
+    let mut main = Vec::new();
+    let mut win = Vec::new();
+    let size = file.metadata().map_err(|e| fail(e.to_string()))?.len();
+    let mut raw = vec![0u8; inflight::slot_size()];
+    for i in 0..h.slots as usize {
+        let at = (inflight::HEADER_LEN + i * inflight::slot_size()) as u64;
+        if at + raw.len() as u64 > size || file.read_exact_at(&mut raw, at).is_err() {
+            break;
+        }
+        let Some(b) = slot(&raw) else { continue };
+        match b.log {
+            0 => main.push(b),
+            n if n == window && window != 0 => win.push(b),
+            _ => {} // a window's buffer whose log is closed: its records were discarded
+        }
+    }
+    let mut done = Vec::new();
+    for (target, bufs) in [(log.to_string(), main), (window_log, win)] {
+        if bufs.is_empty() || target.is_empty() {
+            continue;
+        }
+        done.push(append(&target, bufs, end, clock).map_err(|e| NotRecovered::Failed(format!("{target}: {e}")))?);
+    }
+    // Everything is in the logs now.
+    let _ = std::fs::remove_file(&path);
+    Ok(done)
+}
+
+/// Slot bytes as a buffer of whole records, or None when it holds none.
+fn slot(raw: &[u8]) -> Option<Box<Buf>> {
+    let mut b = Buf::new_boxed(0);
+    // SAFETY: `raw` holds at least size_of::<Buf>() bytes (a slot), copied over a Buf of
+    // plain integers and bytes.
+    unsafe {
+        core::ptr::copy_nonoverlapping(raw.as_ptr(), &mut *b as *mut Buf as *mut u8, core::mem::size_of::<Buf>())
+    };
+    if b.n == 0 || b.len == 0 {
+        return None;
+    }
+    let len = (b.len as usize).min(BUF_CAP);
+    let mut d = Decoder::new(&b.data[..len], b.first_ticks);
+    let (mut n, mut last, mut good) = (0u32, b.first_ticks, 0usize);
+    while n < b.n {
+        match d.next_record() {
+            Ok(Some(r)) => {
+                n += 1;
+                last = r.ticks;
+                good = d.pos();
+            }
+            _ => break,
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    b.n = n;
+    b.len = good as u32;
+    b.last_ticks = last;
+    Some(b)
+}
+
+/// Appends `bufs` to the log at `path` (cut back to its last whole frame first), then a
+/// process frame with the `recovered` record.
+fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, u64)) -> io::Result<Recovered> {
+    let r = LogReader::open(path)?;
+    let written: HashSet<(u32, u64)> = r.frames.iter().map(|f| (f.h.stream, f.h.first_ticks)).collect();
+    bufs.retain(|b| !written.contains(&(b.stream, b.first_ticks)));
+    bufs.sort_by_key(|b| (b.stream, b.first_ticks));
+    let hlen = r.frames.first().map_or(r.file_len, |f| f.offset) as usize;
+    let whole = r
+        .frames
+        .iter()
+        .map(|f| f.offset + format::FRAME_HEADER_LEN as u64 + f.h.comp_len as u64)
+        .max()
+        .unwrap_or(hlen as u64)
+        .max(header_end(&r));
+    let mut header = r.header.clone();
+    drop(r);
+
+    let file = File::options().write(true).open(path)?;
+    file.set_len(whole)?;
+    let fd = unsafe { libc::dup(file.as_raw_fd()) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    unsafe { libc::lseek(fd, whole as libc::off_t, libc::SEEK_SET) };
+    let mut w = LogWriter::new(fd, 1)?;
+    let mut out = Recovered { log: path.to_string(), ..Default::default() };
+    let mut last = 0u64;
+    for b in &bufs {
+        w.write_buf(b)?;
+        out.frames += 1;
+        out.records += b.n as u64;
+        last = last.max(b.last_ticks);
+    }
+    let mut note = Buf::new_boxed(0);
+    let a = crate::buffer::Args { size: end, value: out.records, ..Default::default() };
+    note.push(Op::Recovered, last.max(header.ref_ticks), &a, None);
+    w.write_buf(&note)?;
+    if header.ticks_per_sec == 0.0 {
+        if let Some(tps) = rate(&header, clock) {
+            header.ticks_per_sec = tps;
+            out.rate_estimated = true;
+            rewrite_header(file.as_raw_fd(), &header, reserved(&file)?)?;
+        }
+    }
+    file.sync_data()?;
+    Ok(out)
+}
+
+/// Where the header ends (the first frame's offset in a log with none yet).
+fn header_end(r: &LogReader) -> u64 {
+    let mut pre = [0u8; format::PREAMBLE_LEN];
+    if r.file_len < pre.len() as u64 {
+        return r.file_len;
+    }
+    match File::open(&r.path).and_then(|f| f.read_exact_at(&mut pre, 0)) {
+        Ok(()) => format::PREAMBLE_LEN as u64 + u32::from_le_bytes([pre[12], pre[13], pre[14], pre[15]]) as u64,
+        Err(_) => r.file_len,
+    }
+}
+
+fn reserved(file: &File) -> io::Result<u32> {
+    let mut pre = [0u8; format::PREAMBLE_LEN];
+    file.read_exact_at(&mut pre, 0)?;
+    Ok(u32::from_le_bytes([pre[12], pre[13], pre[14], pre[15]]))
+}
+
+/// The log's clock rate (log ticks per second) from the in-flight file's two clock notes:
+/// the shim's start and the recorder's last look.
+fn rate(h: &Header, (t0, m0, t1, m1): (u64, u64, u64, u64)) -> Option<f64> {
+    if h.clock == "monotonic" {
+        return Some(1e9 / (1u64 << TICK_SHIFT) as f64);
+    }
+    if t1 <= t0 || m1 <= m0 + 1_000_000 {
+        return None;
+    }
+    Some((t1 - t0) as f64 / (m1 - m0) as f64 * 1e9 / (1u64 << TICK_SHIFT) as f64)
+}
