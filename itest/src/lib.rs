@@ -208,7 +208,8 @@ pub fn list_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read log dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
+        // A dead process's in-flight buffers (LOG.inflight) are not a log.
+        .filter(|p| p.is_file() && p.extension().is_none_or(|x| x != "inflight"))
         .collect();
     v.sort();
     v
