@@ -56,7 +56,23 @@ fn full_log(path: &str, pid: u32) -> String {
     l.thread_record(2, 5_000, Op::Dropped, 7);
     l.malloc(2, 6_000, 24, 0xa0_000);
     l.process(200_000_000, Op::Rss, 2 << 20);
+    l.watch(200_000_001, Op::Exit, recorder::exit_how::EXIT, 3, None);
     l.finish(true)
+}
+
+/// A fork child of the log at `parent` (forked at 3,500 ns, while all of its parent's first
+/// 100 blocks were live) that frees one of them and died: its log was recovered.
+fn child_log(path: &str, parent: &str) -> String {
+    let mut h = header(300, 3_600);
+    h.forked = true;
+    h.parent_log = Some(parent.to_string());
+    h.fork_ticks = Some(3_500);
+    let mut l = Log::create(path, &h);
+    l.thread(300, 10);
+    l.free(300, 100, 0x10_000 + 5 * 0x100);
+    l.malloc(300, 150, 40, 0xb0_000);
+    l.watch(200, Op::Recovered, recorder::recovered_end::KILLED, 3, None);
+    l.finish(false)
 }
 
 /// Every leaf and array of `v`, as a path (`a.b`, `a[].c`), with the keys that name an
@@ -119,7 +135,8 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
     std::fs::write(&cut, &bytes[..(last.offset + 45) as usize]).unwrap();
 
     let mut seen = BTreeSet::new();
-    for args in [vec![one.as_str()], vec![one.as_str(), cut.as_str()]] {
+    let child = child_log(&format!("{d}/child.shimlog"), &one);
+    for args in [vec![one.as_str()], vec![one.as_str(), cut.as_str(), child.as_str()]] {
         paths(&stats_json(&args), "", &mut seen);
     }
     let doc = documented();
@@ -134,7 +151,8 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
     // The logs fill what the check relies on.
     for p in ["free_bursts.longest.frees", "read.issues[].log", "dropped.when[].events",
               "failed.<op>", "memory.rss_at_peak.rss_per_live", "latency.slowest[].freed_bytes",
-              "lifetimes.never_freed_by_size[].bytes", "cross_thread_frees.top_pairs[].count"] {
+              "lifetimes.never_freed_by_size[].bytes", "cross_thread_frees.top_pairs[].count",
+              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log"] {
         assert!(seen.contains(p), "{p} not in the reports");
     }
 }
