@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind  # noqa: E402
+import crashsafe  # noqa: E402
 import fidelity  # noqa: E402
 import figures  # noqa: E402
 import logs  # noqa: E402
@@ -325,13 +326,15 @@ def full():
     levels = zstd_levels(single, single.full // 2, (3, 9))
     stats = stats_speed.measure(5, say)
     own = ownalloc.measure(rounds, say)
+    crash = crashsafe.measure(rounds, say)
     say("replay fidelity: real runs per backend against one capture's replay")
     fid = fidelity.measure(smoke=False, rounds=3, say=say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["bench_seconds"] = round(time.monotonic() - T_START, 1)
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
-               "zstd_levels": levels, "stats_speed": stats, "ownalloc": own, "fidelity": fid,
+               "zstd_levels": levels, "stats_speed": stats, "ownalloc": own, "crashsafe": crash,
+               "fidelity": fid,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

@@ -1,6 +1,7 @@
 """The bench's verdicts and write-ups: the targets (met or not, and why), the terminal table
 and BENCHMARKS.md, all computed from the results dict bench.py builds."""
 
+import crashsafe
 import ownalloc
 
 MICRO = ("single", "prodcons", "realloc_aligned", "demo")
@@ -558,6 +559,9 @@ def markdown(results):
         w("\nCommands: " + ", ".join(f"`{c}`" for c in sg.get("commands", [])) + ".\n")
 
     for line in ownalloc.markdown(results.get("ownalloc")):
+        w(line)
+
+    for line in crashsafe.markdown(results.get("crashsafe")):
         w(line)
 
     d = results.get("drain") or {}

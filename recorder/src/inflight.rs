@@ -68,6 +68,8 @@ pub struct Inflight {
     pub path: String,
     base: *mut u8,
     removed: core::sync::atomic::AtomicBool,
+    /// A slot could not be given disk: the rest come from the heap.
+    no_room: core::sync::atomic::AtomicBool,
 }
 
 unsafe impl Send for Inflight {}
@@ -99,14 +101,19 @@ impl Inflight {
                 libc::unlink(c.as_ptr());
                 Err(e)
             };
-            if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0 || libc::ftruncate(fd, len as libc::off_t) != 0 {
+            // The header's page gets its disk now (a store into a page of a shared mapping
+            // that the file system cannot back is a SIGBUS); each slot's when first used.
+            if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0
+                || libc::ftruncate(fd, len as libc::off_t) != 0
+                || libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, HEADER_LEN as libc::off_t) != 0
+            {
                 return fail(fd);
             }
             let p = libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
             if p == libc::MAP_FAILED {
                 return fail(fd);
             }
-            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default() };
+            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default(), no_room: Default::default() };
             let h = &mut *(p as *mut InflightHeader);
             h.version = VERSION;
             h.slot_size = slot_size() as u32;
@@ -123,9 +130,20 @@ impl Inflight {
         unsafe { &*(self.base as *const InflightHeader) }
     }
 
-    /// Slot `i`'s buffer (zeroed when never used).
+    /// Slot `i`'s buffer (zeroed when never used), with its disk reserved; None past the
+    /// last slot, or when the file system cannot give it room (full, or no fallocate): the
+    /// caller takes a buffer from the heap, and no later slot is tried.
     pub fn slot(&self, i: usize) -> Option<*mut Buf> {
-        (i < SLOTS).then(|| unsafe { self.base.add(HEADER_LEN + i * slot_size()) as *mut Buf })
+        if i >= SLOTS || self.no_room.load(Relaxed) || self.removed.load(Relaxed) {
+            return None;
+        }
+        let at = (HEADER_LEN + i * slot_size()) as libc::off_t;
+        // SAFETY: fallocate on our own descriptor, within the file's size.
+        if unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) } != 0 {
+            self.no_room.store(true, Relaxed);
+            return None;
+        }
+        Some(unsafe { self.base.add(at as usize) as *mut Buf })
     }
 
     /// Notes the clock as the recorder sees it now (raw ticks, CLOCK_MONOTONIC ns).

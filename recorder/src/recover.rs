@@ -151,7 +151,7 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
     let mut header = r.header.clone();
     drop(r);
 
-    let file = File::options().write(true).open(path)?;
+    let file = File::options().read(true).write(true).open(path)?;
     file.set_len(whole)?;
     let fd = unsafe { libc::dup(file.as_raw_fd()) };
     if fd < 0 {
