@@ -52,6 +52,8 @@ pub struct InflightHeader {
     pub window_path: [u8; PATH_MAX],
 }
 
+const _: () = assert!(core::mem::offset_of!(InflightHeader, pid) == 20, "docs/format.md and recover.rs read pid at 20");
+
 /// Bytes per slot.
 pub fn slot_size() -> usize {
     core::mem::size_of::<Buf>().next_multiple_of(64)
@@ -70,6 +72,8 @@ pub struct Inflight {
     removed: core::sync::atomic::AtomicBool,
     /// A slot could not be given disk: the rest come from the heap.
     no_room: core::sync::atomic::AtomicBool,
+    /// The file's device and inode.
+    id: (u64, u64),
 }
 
 unsafe impl Send for Inflight {}
@@ -109,11 +113,15 @@ impl Inflight {
             {
                 return fail(fd);
             }
+            let mut st: libc::stat = core::mem::zeroed();
+            if libc::fstat(fd, &mut st) != 0 {
+                return fail(fd);
+            }
             let p = libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
             if p == libc::MAP_FAILED {
                 return fail(fd);
             }
-            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default(), no_room: Default::default() };
+            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default(), no_room: Default::default(), id: (st.st_dev, st.st_ino) };
             let h = &mut *(p as *mut InflightHeader);
             h.version = VERSION;
             h.slot_size = slot_size() as u32;
@@ -138,8 +146,14 @@ impl Inflight {
             return None;
         }
         let at = (HEADER_LEN + i * slot_size()) as libc::off_t;
-        // SAFETY: fallocate on our own descriptor, within the file's size.
-        if unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) } != 0 {
+        // The program may have closed the descriptor (and opened another file under its
+        // number): only our own file gets disk.
+        // SAFETY: fstat into a local, fallocate on the descriptor once it is known ours.
+        let ours = unsafe {
+            let mut st: libc::stat = core::mem::zeroed();
+            libc::fstat(self.fd, &mut st) == 0 && (st.st_dev, st.st_ino) == self.id
+        };
+        if !ours || unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) } != 0 {
             self.no_room.store(true, Relaxed);
             return None;
         }

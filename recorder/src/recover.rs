@@ -54,6 +54,12 @@ pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
         return Err(NotRecovered::Running);
     }
     let fail = |m: String| NotRecovered::Failed(format!("{path}: {m}"));
+    let mut pid = [0u8; 4];
+    // The lock is gone with the process, or with its descriptor (a program that closes every
+    // descriptor it did not open): a process that still maps the file is alive.
+    if file.read_exact_at(&mut pid, 20).is_ok() && still_mapped(u32::from_le_bytes(pid), &path) {
+        return Err(NotRecovered::Running);
+    }
     let mut hb = vec![0u8; inflight::HEADER_LEN];
     file.read_exact_at(&mut hb, 0).map_err(|e| fail(format!("cannot read its header: {e}")))?;
     // SAFETY: HEADER_LEN bytes, at least the header's size; every field is plain data.
@@ -98,6 +104,17 @@ pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
     // Everything is in the logs now.
     let _ = std::fs::remove_file(&path);
     Ok(done)
+}
+
+/// True when process `pid` runs and maps the in-flight file at `path`.
+fn still_mapped(pid: u32, path: &str) -> bool {
+    if pid == 0 || unsafe { libc::kill(pid as i32, 0) } != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    let want = std::fs::canonicalize(path).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| path.to_string());
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|m| m.lines().any(|l| l.ends_with(want.as_str())))
+        .unwrap_or(false)
 }
 
 /// Slot bytes as a buffer of whole records, or None when it holds none.
