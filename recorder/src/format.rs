@@ -82,6 +82,10 @@ pub struct Header {
     pub parent_log: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork_ticks: Option<u64>,
+    /// The in-flight file of the process's buffers while it runs (absent: none, or beside
+    /// the log as `LOG.inflight`) (version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight: Option<String>,
 }
 
 /// An allocator linked into the program (see [`Header::own_allocators`]).

@@ -43,7 +43,7 @@ pub enum NotRecovered {
 /// Recovers `log` from `log.inflight` when its process is gone. Returns what was put in
 /// each log (the main log and, with capture windows, the open window's).
 pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
-    let path = inflight::path_for(log);
+    let path = inflight_of(log);
     let file = match File::options().read(true).write(true).open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(NotRecovered::Nothing),
@@ -74,6 +74,13 @@ pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
     let window = h.window.load(Relaxed);
     let wlen = (h.window_path_len.load(Relaxed) as usize).min(inflight::PATH_MAX);
     let window_log = String::from_utf8_lossy(&h.window_path[..wlen]).into_owned();
+    let mlen = (h.log_path_len as usize).min(inflight::PATH_MAX);
+    let main_log = match String::from_utf8_lossy(&h.log_path[..mlen]).into_owned() {
+        // The log named by the caller when the process wrote the one it was told (a window's
+        // log names the in-flight file too, but its slots' main log is the process's).
+        m if m.is_empty() => log.to_string(),
+        m => m,
+    };
     let end = h.ending.load(Relaxed) as u64;
     let clock = (h.p0_ticks, h.p0_mono, h.last_ticks.load(Relaxed), h.last_mono.load(Relaxed));
 
@@ -95,7 +102,7 @@ pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
         }
     }
     let mut done = Vec::new();
-    for (target, bufs) in [(log.to_string(), main), (window_log, win)] {
+    for (target, bufs) in [(main_log, main), (window_log, win)] {
         if bufs.is_empty() || target.is_empty() {
             continue;
         }
@@ -104,6 +111,14 @@ pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
     // Everything is in the logs now.
     let _ = std::fs::remove_file(&path);
     Ok(done)
+}
+
+/// The in-flight file of `log`: the one its header names, else `LOG.inflight`.
+pub fn inflight_of(log: &str) -> String {
+    match LogReader::open(log) {
+        Ok(r) => r.header.inflight.clone().unwrap_or_else(|| inflight::path_for(log)),
+        Err(_) => inflight::path_for(log),
+    }
 }
 
 /// True when process `pid` runs and maps the in-flight file at `path`.

@@ -46,6 +46,7 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         window,
         parent_log: g.parent_log.clone(),
         fork_ticks: g.fork_ticks,
+        inflight: g.pool.inflight().map(|f| f.path.clone()),
     }
 }
 

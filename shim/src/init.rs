@@ -171,8 +171,9 @@ pub fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
 /// `crash_safe`; on the heap when the file cannot be made, said in one line).
 pub fn new_pool(log_path: &str, crash_safe: bool, p0: clock::Pair) -> Pool {
     let slots = if crash_safe {
-        let path = recorder::inflight::path_for(log_path);
-        match recorder::inflight::Inflight::create(&path, p0.ticks, p0.mono_ns) {
+        let pid = unsafe { libc::getpid() } as u32;
+        let path = recorder::inflight::place(log_path, pid, clock::unix_ns());
+        match recorder::inflight::Inflight::create(&path, log_path, p0.ticks, p0.mono_ns) {
             Ok(f) => Some(f),
             Err(e) => {
                 say(&format!(

@@ -1,5 +1,5 @@
 //! `shimlog recover LOG...`: puts what a dead process left in its in-flight file
-//! (`LOG.inflight`) into its log. `stats`, `replay` and `dump` do the same on their own.
+//! (the in-flight file its header names) into its log. `stats`, `replay` and `dump` do the same on their own.
 use recorder::recover::{recover, NotRecovered};
 
 #[derive(clap::Args)]
