@@ -58,15 +58,20 @@ def disk(w, size):
     env["LD_PRELOAD"] = SHIM
     env["SHIM_LOG"] = os.path.join(DIR, "disk.%p.shimlog")
     p = subprocess.Popen(w.argv(size), env=env, stdout=subprocess.DEVNULL)
-    path = os.path.join(DIR, f"disk.{p.pid}.shimlog.inflight")
+    log = os.path.join(DIR, f"disk.{p.pid}.shimlog")
+    path = None
     most = apparent = 0
     while p.poll() is None:
         try:
+            if path is None:
+                # The log's header names the in-flight file (on tmpfs, or beside the log).
+                import logs
+                path = logs.frames(log)["header"].get("inflight") or log + ".inflight"
             st = os.stat(path)
             most, apparent = max(most, st.st_blocks * 512), st.st_size
-        except OSError:
+        except (OSError, ValueError):
             pass
-        time.sleep(0.005)
+        time.sleep(0.002)
     for f in os.listdir(DIR):
         if f.startswith("disk."):
             os.remove(os.path.join(DIR, f))
@@ -101,7 +106,7 @@ def measure(rounds, say):
             out["rows"].append(row)
             say(f"crash-safe buffers {name}/{b}: {row['wall_ns'][0]:+.2f} ns/event wall, "
                 f"{row['cpu_ns'][0]:+.2f} ns/event CPU")
-    out["disk"] = disk(ws["demo"], ws["demo"].full // 2)
+    out["disk"] = disk(ws["demo"], ws["demo"].full)
     return out
 
 
@@ -114,7 +119,7 @@ def markdown(o):
     if not o:
         L.append("Not measured in this run.\n")
         return L
-    L.append("The threads' buffers in the in-flight file beside the log (the default: a process that "
+    L.append("The threads' buffers in the in-flight file (the default, on tmpfs: a process that "
              "dies leaves them recoverable) against on the heap (`SHIM_CRASH_SAFE=0`), recording; "
              f"{o['rounds']} rounds, the two alternating; cost per event paired by round, medians "
              "(min-max). CPU time counts every thread, the recorder's included. "
@@ -129,7 +134,7 @@ def markdown(o):
     d = o["disk"]
     L.append("")
     L.append(f"Disk: the demo (4 allocating threads, the main thread and the recorder's process records) "
-             f"held at most **{d['max_bytes'] / 1024:.0f} KiB** of disk in its in-flight file "
+             f"held at most **{d['max_bytes'] / 1024:.0f} KiB** in its in-flight file (tmpfs memory) "
              f"({d['max_bytes'] / d['threads'] / 1024:.0f} KiB per thread; the file is sparse, "
              f"{d['apparent_bytes'] >> 20} MiB apparent, its slots reused and never added, and deleted "
              f"at exit). Command: `{d['command']}`.\n")
