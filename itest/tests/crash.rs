@@ -294,5 +294,15 @@ fn shell_subshells_free_inherited_blocks() {
         c.args(["stats", "--json"]).arg(child["log"].as_str().unwrap());
         let alone = run(c).json();
         assert_eq!(alone["unknown_frees"], child["inherited"]["frees"], "{b}: the child read alone");
+        // Replayed alone, the child's inherited blocks were made before its start: their
+        // frees are skipped, and counted.
+        let mut c = command(shimlog_bin());
+        c.args(["replay", "--json", "--backend", b]).arg(child["log"].as_str().unwrap());
+        let out = run(c);
+        out.assert_success("replay of a fork child");
+        let r = out.json();
+        assert_eq!(r["program"]["forked"], true, "{b}: replay's program");
+        let skipped = r["plan"]["skipped"]["unknown_free"].as_u64().unwrap() + r["plan"]["skipped"]["unknown_realloc"].as_u64().unwrap();
+        assert_eq!(skipped, child["inherited"]["frees"].as_u64().unwrap(), "{b}: replay skipped {}", r["plan"]["skipped"]);
     }
 }
