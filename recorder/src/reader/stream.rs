@@ -1,0 +1,321 @@
+//! One thread's stream as the merge reads it: its frames decoded a batch at a time, each
+//! record keyed for the merge.
+use super::mapped::POPULATE_AHEAD;
+use super::*;
+
+
+/// Records a cursor decodes at a time: small enough that the batches of many streams stay
+/// in cache, large enough that decoding runs as a tight loop.
+pub(super) const BATCH: usize = 128;
+const _: () = assert!(BATCH.is_power_of_two());
+
+/// One thread's stream while the merge reads it.
+pub(super) struct Cursor {
+    pub(super) stream: u32,
+    pub(super) tid: u32,
+    /// Indices into `LogReader::frames` still to read, in file order.
+    pub(super) frames: std::vec::IntoIter<usize>,
+    pub(super) data: Vec<u8>,
+    pub(super) state: DecodeState,
+    pub(super) cur_offset: u64,
+    /// The stream's decoded records, `len` of them, not yet handed out from `pos` on,
+    /// with their keys.
+    pub(super) batch: Box<[Event; BATCH]>,
+    pub(super) keys: Box<[Key; BATCH]>,
+    pub(super) len: usize,
+    pub(super) pos: usize,
+}
+
+/// Merge order, packed into one integer so that comparing two is one instruction: ticks
+/// since the log's earliest frame (high bits), then a free before anything else (its block
+/// may be the one the other record returns), then the cursor's slot (the low `Order::slot_bits`
+/// bits). `EMPTY` (every bit set) marks a slot with no stream.
+pub(super) type Key = u64;
+pub(super) const EMPTY: Key = Key::MAX;
+/// In [`Events::ahead`]: the slot's batch has no record after the one in the tournament.
+/// (`Order::max_rel` keeps every record's key at most u64::MAX - 4.)
+pub(super) const REFILL: Key = Key::MAX - 1;
+
+/// How keys are packed for one log: enough slot bits for every stream in it, the rest for
+/// ticks. Ticks beyond what fits (a log spanning more than ~2^(63 - slot_bits) ticks, over a
+/// year for a log of a thousand threads at the shim's clock rate) or before the earliest
+/// frame (only a corrupt log) are clamped, and such records merge at the clamp.
+#[derive(Clone, Copy)]
+pub(super) struct Order {
+    pub(super) base: u64,
+    pub(super) slot_bits: u32,
+    pub(super) max_rel: u64,
+}
+
+impl Order {
+    pub(super) fn new(base: u64, streams: usize) -> Order {
+        let slot_bits = (usize::BITS - streams.max(1).leading_zeros()).max(1);
+        Order {
+            base,
+            slot_bits,
+            max_rel: (1u64 << (63 - slot_bits)) - 2,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn key(&self, ticks: u64, op: Op, slot: u32) -> Key {
+        let rel = ticks.saturating_sub(self.base).min(self.max_rel);
+        let class = !op.is_free() as u64;
+        (rel << (self.slot_bits + 1)) | (class << self.slot_bits) | slot as u64
+    }
+
+    /// The smallest key a record of `ticks` or later can have (EMPTY for u64::MAX: no
+    /// stream waiting to start).
+    #[inline(always)]
+    pub(super) fn start_key(&self, ticks: u64) -> Key {
+        if ticks == u64::MAX {
+            return EMPTY;
+        }
+        ticks.saturating_sub(self.base).min(self.max_rel) << (self.slot_bits + 1)
+    }
+
+    #[inline(always)]
+    pub(super) fn slot(&self, k: Key) -> u32 {
+        (k & ((1u64 << self.slot_bits) - 1)) as u32
+    }
+}
+
+/// What decoding needs besides the cursor being filled.
+pub(super) struct Src<'a> {
+    pub(super) r: &'a LogReader,
+    pub(super) comp: Vec<u8>,
+    pub(super) dctx: Option<zstd::bulk::Decompressor<'static>>,
+    /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
+    pub(super) ticks_are_ns: bool,
+    pub(super) scale: format::NsScale,
+    pub(super) order: Order,
+    /// Decode with PEXT (the CPU has a fast one).
+    pub(super) pext: bool,
+    /// Run the copies compiled for x86-64-v3 (the CPU has its features).
+    pub(super) v3: bool,
+    /// Problems met while decoding frames.
+    pub(super) issues: Vec<ReadIssue>,
+    /// Which frames have been read, the first not yet read, and how far the mapping has
+    /// been released (see [`Src::sweep`]).
+    pub(super) done: Vec<bool>,
+    pub(super) low: usize,
+    pub(super) released: u64,
+    /// How far the mapping has been populated ahead (see [`Src::sweep`]).
+    pub(super) populated: u64,
+    pub(super) bytes_read: u64,
+    pub(super) clean_end: bool,
+    pub(super) after_cut: u64,
+}
+
+impl Src<'_> {
+    #[inline(always)]
+    pub(super) fn ns(&self, ticks: u64) -> u64 {
+        if self.ticks_are_ns {
+            ticks
+        } else {
+            self.scale.ns(ticks)
+        }
+    }
+
+    /// The event of `rec`, its `ts_ns` still in ticks (see `refill_with`).
+    #[inline(always)]
+    pub(super) fn raw_event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
+        // No op has both a count and an alignment, and records have neither.
+        let arg = rec.args.count | rec.args.align | value;
+        let backend = match rec.backend_ticks {
+            Some(t) => self.scale.dur(t).min(Event::NOT_TIMED - 1),
+            None => Event::NOT_TIMED,
+        };
+        Event {
+            ts_ns: rec.ticks,
+            ptr: rec.args.ptr,
+            size: rec.args.size,
+            old: rec.args.old,
+            arg,
+            backend,
+            tid,
+            stream,
+            op: rec.op,
+        }
+    }
+
+    /// Refills `c.batch` with the stream's next records (up to BATCH), moving to its next
+    /// frames as needed. False at the end of the stream.
+    #[inline]
+    pub(super) fn refill(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.v3 {
+            // SAFETY: v3 is set only when the CPU has every feature refill_v3 is compiled
+            // for (cpu::has_v3), pext only when its PEXT is fast as well.
+            return unsafe {
+                if self.pext {
+                    self.refill_v3::<true>(c, slot)
+                } else {
+                    self.refill_v3::<false>(c, slot)
+                }
+            };
+        }
+        self.refill_with::<false>(c, slot)
+    }
+
+    /// [`Src::refill`] compiled for x86-64-v3 (see [`crate::cpu`]); with `PEXT`, varints pack
+    /// with PEXT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
+    unsafe fn refill_v3<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        self.refill_with::<PEXT>(c, slot)
+    }
+
+    #[inline(always)]
+    pub(super) fn refill_with<const PEXT: bool>(&mut self, c: &mut Cursor, slot: u32) -> bool {
+        c.pos = 0;
+        let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
+        loop {
+            // The decoder's state is copied out and back, so that the loop keeps it in
+            // registers: stored in the cursor, it went through memory between records (the
+            // compiler cannot tell that the batch's stores leave it alone).
+            let (data, batch, keys) = (&c.data[..], &mut *c.batch, &mut *c.keys);
+            let mut state = c.state;
+            let st = &mut state;
+            let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
+            while len < BATCH {
+                // Nearly every record takes the fast path: an allocation record, only
+                // stamped after the cut or not.
+                if let Some(rec) = st.next_common::<PEXT>(data) {
+                    if rec.ticks > cut {
+                        self.after_cut += 1;
+                        continue;
+                    }
+                    batch[len] = self.raw_event(&rec, tid, stream, 0);
+                    len += 1;
+                    continue;
+                }
+                let rec = match st.next_record(data) {
+                    Ok(Some(rec)) => rec,
+                    Ok(None) => break,
+                    Err(at) => {
+                        self.issues.push(ReadIssue::CorruptFrame {
+                            offset: c.cur_offset,
+                            reason: format!("malformed record at byte {at} of its records"),
+                        });
+                        *st = DecodeState::new(0);
+                        c.data.clear();
+                        break;
+                    }
+                };
+                if rec.op.is_alloc_family() && rec.ticks > cut {
+                    self.after_cut += 1;
+                    continue;
+                }
+                if rec.op == Op::ThreadStart {
+                    tid = rec.args.value as u32;
+                }
+                let mut value = rec.args.value;
+                if rec.op == Op::End {
+                    self.clean_end = true;
+                    if value != 0 {
+                        value = self.ns(value);
+                    }
+                }
+                batch[len] = self.raw_event(&rec, tid, stream, value);
+                len += 1;
+            }
+            // Keys and nanoseconds in a pass of their own, with few values live: in the
+            // decoding loop they kept the order's and the clock's constants on the stack.
+            let order = self.order;
+            for (e, k) in batch[..len].iter_mut().zip(keys.iter_mut()) {
+                *k = order.key(e.ts_ns, e.op, slot);
+            }
+            if !self.ticks_are_ns {
+                let scale = self.scale;
+                for e in &mut batch[..len] {
+                    e.ts_ns = scale.ns(e.ts_ns);
+                }
+            }
+            c.state = state;
+            c.tid = tid;
+            c.len = len;
+            if c.len > 0 {
+                return true;
+            }
+            // The frame in hand is used up: on to the stream's next one.
+            let Some(fi) = c.frames.next() else {
+                return false;
+            };
+            let info = self.r.frames[fi];
+            c.cur_offset = info.offset;
+            self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
+            let r = self.r;
+            if let Err(reason) = r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut c.data) {
+                self.issues.push(ReadIssue::CorruptFrame {
+                    offset: info.offset,
+                    reason,
+                });
+                c.data.clear();
+            }
+            self.sweep(fi);
+            c.state = DecodeState::new(info.h.first_ticks);
+        }
+    }
+
+    /// Frame `fi` has been read: the mapping is released up to the first frame still to be
+    /// read, a MiB or more at a time. (Streams are read in time order, which is close to file
+    /// order, so what stays mapped is about a frame per thread.)
+    pub(super) fn sweep(&mut self, fi: usize) {
+        let Some(m) = &self.r.map else {
+            return;
+        };
+        self.done[fi] = true;
+        while self.done.get(self.low) == Some(&true) {
+            self.low += 1;
+        }
+        let upto = self.r.frames.get(self.low).map_or(self.r.file_len, |f| f.offset);
+        if upto >= self.released + (1 << 20) || self.low == self.done.len() {
+            m.release(self.released, upto);
+            self.released = upto;
+        }
+        // The page-table entries of the next few MiB in one call, rather than a page fault
+        // per 64 KiB (the kernel's fault-around) as the decompressor first reads them.
+        let ahead = (upto + POPULATE_AHEAD).min(m.len as u64);
+        if ahead >= self.populated + (1 << 20) || (ahead == m.len as u64 && ahead > self.populated) {
+            m.populate(self.populated.max(upto), ahead);
+            self.populated = ahead;
+        }
+    }
+}
+
+impl Cursor {
+    /// The key of the record after the one at `pos`, or REFILL when the batch has none.
+    #[inline(always)]
+    pub(super) fn after(&self) -> Key {
+        if self.pos + 1 < self.len {
+            self.keys[(self.pos + 1) & (BATCH - 1)]
+        } else {
+            REFILL
+        }
+    }
+}
+
+/// The key of the cursor's next record after the one just handed out, refilling its batch
+/// when it is used up; EMPTY (and the slot freed) at the end of its stream.
+#[inline(always)]
+pub(super) fn next_key(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot: u32) -> Key {
+    if c.pos < c.len {
+        c.keys[c.pos & (BATCH - 1)]
+    } else {
+        next_batch(src, c, free_slots, slot)
+    }
+}
+
+/// [`next_key`] once the batch is used up: out of line, so that the merge loop stays small
+/// enough to keep its state in registers.
+#[inline(never)]
+pub(super) fn next_batch(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec<u32>, slot: u32) -> Key {
+    if src.refill(c, slot) {
+        c.keys[0]
+    } else {
+        free_slots.push(slot);
+        EMPTY
+    }
+}
+
