@@ -1,0 +1,155 @@
+//! `shimlog export LOG... -o DIR [--tables events,blocks,...] [--host NAME]`: the logs as
+//! Parquet tables (written with the arrow and parquet crates, zstd row groups), for DuckDB,
+//! Spark or Trino to query over many canaries at once (schema: docs/export.md).
+//!
+//! Each log goes to its own Hive-style partition, `DIR/host=NAME/pid=PID/TABLE.parquet`
+//! (`TABLE-wN.parquet` for capture window N's log), so that `DIR/*/*/events*.parquet`
+//! reads every process of every host together. One streaming pass per log: the reading runs
+//! on a second thread (as `stats`), events and blocks leave in batches of 64 Ki rows, so
+//! memory is the live blocks (as `stats`) plus a row group being encoded.
+mod blocks;
+mod events;
+mod sink;
+mod small;
+
+use recorder::{Event, LogReader};
+use sink::Sink;
+use std::path::{Path, PathBuf};
+
+const TABLES: [&str; 5] = ["events", "blocks", "threads", "samples", "processes"];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Logs to export (each to its own host=/pid= directory).
+    #[arg(required = true)]
+    pub logs: Vec<String>,
+    /// The directory to write into (created if missing).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Tables to write, comma-separated [default: events,blocks,threads,samples,processes]
+    #[arg(long, value_delimiter = ',', value_parser = parse_table)]
+    pub tables: Vec<String>,
+    /// The host= partition's name [default: this machine's host name]
+    #[arg(long)]
+    pub host: Option<String>,
+}
+
+fn parse_table(s: &str) -> Result<String, String> {
+    if TABLES.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("unknown table '{s}' (accepted: {})", TABLES.join(", ")))
+    }
+}
+
+pub fn run(a: Args) -> Result<i32, String> {
+    let tables: Vec<&str> = if a.tables.is_empty() {
+        TABLES.to_vec()
+    } else {
+        TABLES.iter().copied().filter(|t| a.tables.iter().any(|x| x == t)).collect()
+    };
+    let host = match &a.host {
+        Some(h) => h.clone(),
+        None => hostname(),
+    };
+    if host.is_empty() || host.contains(['/', '=']) {
+        return Err(format!("export: --host '{host}' cannot name a directory (no '/', '=' or empty)"));
+    }
+    let readers: Vec<LogReader> = a.logs.iter().map(|p| crate::open::open(p)).collect::<Result<_, _>>()?;
+    for (r, log) in readers.iter().zip(&a.logs) {
+        let dir = a.output.join(format!("host={host}")).join(format!("pid={}", r.header.pid));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("export: cannot create {}: {e}", dir.display()))?;
+        let n = one(r, log, &host, &dir, &tables)?;
+        println!("{}: {n} events -> {}", log, dir.display());
+    }
+    Ok(0)
+}
+
+fn hostname() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: the buffer is writable for its length; gethostname NUL-terminates within it.
+    let ok = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) } == 0;
+    let n = b.iter().position(|&c| c == 0).unwrap_or(0);
+    if ok && n > 0 { String::from_utf8_lossy(&b[..n]).into_owned() } else { "unknown".into() }
+}
+
+/// The file of `table` for this log (a window's log gets its own files beside the others).
+fn file(dir: &Path, r: &LogReader, table: &str) -> Result<PathBuf, String> {
+    let p = match r.header.window {
+        Some(w) => dir.join(format!("{table}-w{w}.parquet")),
+        None => dir.join(format!("{table}.parquet")),
+    };
+    if p.exists() {
+        return Err(format!("export: {} exists already (a log of the same pid and host exported before): export into another directory", p.display()));
+    }
+    Ok(p)
+}
+
+/// One log, in one pass; returns the events it held.
+fn one(r: &LogReader, log: &str, host: &str, dir: &Path, tables: &[&str]) -> Result<u64, String> {
+    let want = |t: &str| tables.contains(&t);
+    let pid = r.header.pid;
+    let mut ev_sink = if want("events") { Some(Sink::create(&file(dir, r, "events")?, events::schema())?) } else { None };
+    let mut bl_sink = if want("blocks") { Some(Sink::create(&file(dir, r, "blocks")?, blocks::schema())?) } else { None };
+    let mut evs = events::Events::new(pid);
+    let mut bls = blocks::Blocks::new(pid);
+    let mut small = small::Small::default();
+    let mut seq: u64 = 0;
+    let mut err: Option<String> = None;
+    let progress = crate::stats::drive::Progress::new(r.compressed_bytes());
+    let mut feed = |e: &Event| -> Result<(), String> {
+        if let Some(s) = ev_sink.as_mut() {
+            evs.push(seq, e, s)?;
+        }
+        if e.op.is_alloc_family() {
+            if let Some(s) = bl_sink.as_mut() {
+                bls.call(seq, e, s)?;
+            }
+        }
+        small.take(e);
+        seq += 1;
+        Ok(())
+    };
+    const CHUNK: usize = 8192;
+    crate::stats::drive::pipelined(
+        r.events(),
+        || vec![Event::default(); CHUNK],
+        |ev, chunk| ev.fill(chunk),
+        |ev| ev.bytes_read,
+        |chunk, len| {
+            if err.is_none() {
+                for e in &chunk[..len] {
+                    if let Err(x) = feed(e) {
+                        err = Some(x);
+                        break;
+                    }
+                }
+            }
+        },
+        &progress,
+    );
+    progress.done();
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(mut s) = ev_sink {
+        evs.flush(&mut s)?;
+        s.close()?;
+    }
+    if let Some(mut s) = bl_sink {
+        bls.finish(&mut s)?;
+        s.close()?;
+    }
+    let small_table = |name: &str, schema, batch: Result<arrow_array::RecordBatch, String>| -> Result<(), String> {
+        if want(name) {
+            let mut s = Sink::create(&file(dir, r, name)?, schema)?;
+            s.write(&batch?)?;
+            s.close()?;
+        }
+        Ok(())
+    };
+    small_table("threads", small::threads_schema(), small.threads(pid))?;
+    small_table("samples", small::samples_schema(), small.samples(pid))?;
+    small_table("processes", small::processes_schema(), small::process(r, host, log, seq))?;
+    Ok(seq)
+}
