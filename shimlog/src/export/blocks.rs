@@ -4,7 +4,8 @@
 //! with a non-null result makes one of the requested size; free and a successful realloc
 //! free the old one; an allocation returning a live address ends the old block there (its
 //! freed_tid and lifetime NULL: the log lost its free, stats' address_reuse_conflicts).
-//! Memory: one entry per live block, as stats.
+//! The live blocks are in stats' own table (stats/blocks.rs: memory per live block as in
+//! stats, and prefetched a few events ahead).
 use super::sink::{Sink, BATCH};
 
 fn v<T>() -> Vec<T> {
@@ -14,8 +15,14 @@ use crate::stats::analysis::Analysis;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::Event;
-use rustc_hash::FxHashMap;
+use crate::stats::blocks::BlockTable;
+use crate::stats::classes::SizeTable;
+use crate::stats::heap::Block;
 use std::sync::Arc;
+
+/// Columns with few distinct values, and columns close to their neighbours (see Sink::create).
+pub const DICT: &[&str] = &["pid", "size", "made_tid", "freed_tid"];
+pub const DELTA: &[&str] = &["ptr", "made_ts", "made_seq", "freed_ts", "freed_seq", "lifetime_ns"];
 
 pub fn schema() -> SchemaRef {
     let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
@@ -34,18 +41,12 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
-#[derive(Clone, Copy)]
-struct Live {
-    size: u64,
-    ts: u64,
-    seq: u64,
-    tid: u32,
-}
-
 pub struct Blocks {
     schema: SchemaRef,
     pid: i32,
-    live: FxHashMap<u64, Live>,
+    /// Each block's alloc_index is its made_seq, its thread the tid that made it.
+    live: BlockTable,
+    sizes: SizeTable,
     ptr: Vec<i64>,
     size: Vec<i64>,
     made_ts: Vec<i64>,
@@ -62,7 +63,8 @@ impl Blocks {
         Blocks {
             schema: schema(),
             pid: pid as i32,
-            live: FxHashMap::default(),
+            live: BlockTable::default(),
+            sizes: SizeTable::default(),
             ptr: v(), size: v(), made_ts: v(), made_tid: v(), made_seq: v(),
             freed_ts: v(), freed_tid: v(), freed_seq: v(), lifetime: v(),
         }
@@ -73,40 +75,57 @@ impl Blocks {
     pub fn call(&mut self, seq: u64, e: &Event, out: &mut Sink) -> Result<(), String> {
         if e.op.is_free() {
             if e.ptr != 0 {
-                self.free(e.ptr, seq, e, true, out)?;
+                self.free(e.ptr, seq, e, out)?;
             }
             return Ok(());
         }
         let req = e.requested();
         let ok = e.ptr != 0;
         if Analysis::frees_old(e, ok, req) {
-            self.free(e.old, seq, e, true, out)?;
+            self.free(e.old, seq, e, out)?;
         }
         if ok {
-            if self.live.contains_key(&e.ptr) {
-                self.free(e.ptr, seq, e, false, out)?;
+            let b = Block { ts_ns: e.ts_ns, alloc_index: seq, size_id: self.sizes.id(req), thread: e.tid };
+            if let Some(old) = self.live.insert(e.ptr, b) {
+                self.row(e.ptr, old, Some(e.ts_ns), None, Some(seq), None);
+                self.full(out)?;
             }
-            self.live.insert(e.ptr, Live { size: req, ts: e.ts_ns, seq, tid: e.tid });
         }
         Ok(())
     }
 
-    /// `ptr` freed by `e` (`real`), or ended by its address being handed out again.
-    fn free(&mut self, ptr: u64, seq: u64, e: &Event, real: bool, out: &mut Sink) -> Result<(), String> {
-        let Some(b) = self.live.remove(&ptr) else { return Ok(()) };
-        self.row(ptr, b, Some(e.ts_ns), real.then_some(e.tid), Some(seq), real.then(|| e.ts_ns.saturating_sub(b.ts)));
+    /// Starts loading the table slots `e` will touch.
+    #[inline(always)]
+    pub fn prefetch(&self, e: &Event) {
+        self.live.prefetch(e.ptr);
+        if e.old != 0 {
+            self.live.prefetch(e.old);
+        }
+    }
+
+    #[inline(always)]
+    fn full(&mut self, out: &mut Sink) -> Result<(), String> {
         if self.ptr.len() == BATCH {
             self.flush(out)?;
         }
         Ok(())
     }
 
-    fn row(&mut self, ptr: u64, b: Live, ts: Option<u64>, tid: Option<u32>, seq: Option<u64>, life: Option<u64>) {
+    /// `ptr` freed by `e`.
+    #[inline]
+    fn free(&mut self, ptr: u64, seq: u64, e: &Event, out: &mut Sink) -> Result<(), String> {
+        let Some(b) = self.live.remove(ptr) else { return Ok(()) };
+        self.row(ptr, b, Some(e.ts_ns), Some(e.tid), Some(seq), Some(e.ts_ns.saturating_sub(b.ts_ns)));
+        self.full(out)
+    }
+
+    #[inline]
+    fn row(&mut self, ptr: u64, b: Block, ts: Option<u64>, tid: Option<u32>, seq: Option<u64>, life: Option<u64>) {
         self.ptr.push(ptr as i64);
-        self.size.push(b.size as i64);
-        self.made_ts.push(b.ts as i64);
-        self.made_tid.push(b.tid as i32);
-        self.made_seq.push(b.seq as i64);
+        self.size.push(self.sizes.size(b.size_id) as i64);
+        self.made_ts.push(b.ts_ns as i64);
+        self.made_tid.push(b.thread as i32);
+        self.made_seq.push(b.alloc_index as i64);
         self.freed_ts.push(ts.map(|v| v as i64));
         self.freed_tid.push(tid.map(|v| v as i32));
         self.freed_seq.push(seq.map(|v| v as i64));
@@ -115,13 +134,11 @@ impl Blocks {
 
     /// The blocks never freed, in the order they were made, then the last rows.
     pub fn finish(&mut self, out: &mut Sink) -> Result<(), String> {
-        let mut rest: Vec<(u64, Live)> = self.live.drain().collect();
-        rest.sort_by_key(|(_, b)| b.seq);
+        let mut rest: Vec<(u64, Block)> = self.live.entries().map(|(p, b)| (p, *b)).collect();
+        rest.sort_by_key(|(_, b)| b.alloc_index);
         for (ptr, b) in rest {
             self.row(ptr, b, None, None, None, None);
-            if self.ptr.len() == BATCH {
-                self.flush(out)?;
-            }
+            self.full(out)?;
         }
         self.flush(out)
     }

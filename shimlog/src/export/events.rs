@@ -11,6 +11,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::{Event, Op};
 use std::sync::Arc;
 
+/// Columns with few distinct values, and columns close to their neighbours (see Sink::create).
+pub const DICT: &[&str] = &["pid", "tid", "op", "size", "count", "align"];
+pub const DELTA: &[&str] = &["seq", "ts_ns", "ptr", "old_ptr", "backend_ns", "value"];
+
 pub fn schema() -> SchemaRef {
     let i64n = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
     Arc::new(Schema::new(vec![

@@ -360,6 +360,16 @@ impl BlockTable {
         }
     }
 
+    /// Every live block with its address (`shimlog export` writes the never-freed ones).
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &Block)> {
+        self.ctrl
+            .as_slice()
+            .iter()
+            .zip(self.slots.as_slice())
+            .filter(|(c, _)| **c & 0x80 != 0)
+            .map(|(_, s)| (s.key, &s.b))
+    }
+
     /// Every live block.
     #[cfg(test)]
     pub fn values(&self) -> impl Iterator<Item = &Block> {

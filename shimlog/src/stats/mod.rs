@@ -8,11 +8,11 @@
 //! (a single log's own section when there is one log), with `logs` holding each
 //! process's section when there are several.
 pub(crate) mod analysis;
-mod blocks;
-mod classes;
+pub(crate) mod blocks;
+pub(crate) mod classes;
 pub(crate) mod drive;
 mod fasthist;
-mod heap;
+pub(crate) mod heap;
 pub(crate) mod latency;
 mod lifetimes;
 mod memory;
