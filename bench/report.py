@@ -2,6 +2,7 @@
 and BENCHMARKS.md, all computed from the results dict bench.py builds."""
 
 import ownalloc
+import report_export
 
 MICRO = ("single", "prodcons", "realloc_aligned", "demo")
 TITLE = {"off": "SHIM_TRACE=0", "rec": "recording", "rec_all": "recording, SHIM_TIMING=all",
@@ -558,6 +559,9 @@ def markdown(results):
         w("\nCommands: " + ", ".join(f"`{c}`" for c in sg.get("commands", [])) + ".\n")
 
     for line in ownalloc.markdown(results.get("ownalloc")):
+        w(line)
+
+    for line in report_export.markdown(results.get("report_export")):
         w(line)
 
     d = results.get("drain") or {}

@@ -182,6 +182,11 @@ fn tables_chosen_and_bad_options() {
         let b = std::fs::read(format!("{d}/out/host=h/pid=900/{f}")).unwrap();
         assert!(b.starts_with(b"PAR1") && b.ends_with(b"PAR1"), "{f} is not a Parquet file");
     }
+    // One tree per table.
+    export(&["export", &log, "-o", &format!("{d}/t"), "--tables", "events,blocks", "--host", "h", "--layout", "table"]);
+    for t in ["events", "blocks"] {
+        assert!(std::path::Path::new(&format!("{d}/t/{t}/host=h/pid=900/{t}.parquet")).exists(), "{t} in its own tree");
+    }
     let o = shimlog(&["export", &log, "-o", &format!("{d}/x"), "--tables", "events,heap"]);
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown table 'heap' (accepted: events, blocks, threads, samples, processes)"));

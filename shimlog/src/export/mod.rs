@@ -4,7 +4,8 @@
 //!
 //! Each log goes to its own Hive-style partition, `DIR/host=NAME/pid=PID/TABLE.parquet`
 //! (`TABLE-wN.parquet` for capture window N's log), so that `DIR/*/*/events*.parquet`
-//! reads every process of every host together. One streaming pass per log: the reading runs
+//! reads every process of every host together; `--layout table` puts each table in a tree
+//! of its own, `DIR/TABLE/host=NAME/pid=PID/`, for engines that take a directory as a table. One streaming pass per log: the reading runs
 //! on a second thread (as `stats`), events and blocks leave in batches of 64 Ki rows, so
 //! memory is the live blocks (as `stats`) plus a row group being encoded.
 mod blocks;
@@ -14,7 +15,7 @@ mod small;
 
 use recorder::{Event, LogReader};
 use sink::Sink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const TABLES: [&str; 5] = ["events", "blocks", "threads", "samples", "processes"];
 
@@ -32,6 +33,11 @@ pub struct Args {
     /// The host= partition's name [default: this machine's host name]
     #[arg(long)]
     pub host: Option<String>,
+    /// log: DIR/host=H/pid=P/TABLE.parquet, one directory per log; table:
+    /// DIR/TABLE/host=H/pid=P/TABLE.parquet, one tree per table (what Trino's Hive connector
+    /// and Spark's partition discovery take as a table).
+    #[arg(long, default_value = "log", value_parser = ["log", "table"])]
+    pub layout: String,
 }
 
 fn parse_table(s: &str) -> Result<String, String> {
@@ -65,10 +71,10 @@ pub fn run(a: Args) -> Result<i32, String> {
     }
     let readers: Vec<LogReader> = a.logs.iter().map(|p| crate::open::open(p)).collect::<Result<_, _>>()?;
     for (r, log) in readers.iter().zip(&a.logs) {
-        let dir = a.output.join(format!("host={host}")).join(format!("pid={}", r.header.pid));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("export: cannot create {}: {e}", dir.display()))?;
-        let n = one(r, log, &host, &dir, &tables)?;
-        println!("{}: {n} events -> {}", log, dir.display());
+        let part = PathBuf::from(format!("host={host}")).join(format!("pid={}", r.header.pid));
+        let at = Layout { root: a.output.clone(), part, by_table: a.layout == "table" };
+        let n = one(r, log, &host, &at, &tables)?;
+        println!("{}: {n} events -> {}", log, at.dir("TABLE").display());
     }
     Ok(0)
 }
@@ -81,8 +87,24 @@ fn hostname() -> String {
     if ok && n > 0 { String::from_utf8_lossy(&b[..n]).into_owned() } else { "unknown".into() }
 }
 
-/// The file of `table` for this log (a window's log gets its own files beside the others).
-fn file(dir: &Path, r: &LogReader, table: &str) -> Result<PathBuf, String> {
+/// Where a log's tables go: `root/part/` (by log) or `root/TABLE/part/` (by table).
+struct Layout {
+    root: PathBuf,
+    part: PathBuf,
+    by_table: bool,
+}
+
+impl Layout {
+    fn dir(&self, table: &str) -> PathBuf {
+        if self.by_table { self.root.join(table).join(&self.part) } else { self.root.join(&self.part) }
+    }
+}
+
+/// The file of `table` for this log (a window's log gets its own files beside the others),
+/// its directory made.
+fn file(at: &Layout, r: &LogReader, table: &str) -> Result<PathBuf, String> {
+    let dir = at.dir(table);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("export: cannot create {}: {e}", dir.display()))?;
     let p = match r.header.window {
         Some(w) => dir.join(format!("{table}-w{w}.parquet")),
         None => dir.join(format!("{table}.parquet")),
@@ -134,7 +156,7 @@ impl Pass {
 }
 
 /// One log, in one pass; returns the events it held.
-fn one(r: &LogReader, log: &str, host: &str, dir: &Path, tables: &[&str]) -> Result<u64, String> {
+fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> Result<u64, String> {
     let want = |t: &str| tables.contains(&t);
     let pid = r.header.pid;
     let mut p = Pass {
