@@ -1,4 +1,6 @@
-//! One Parquet file being written: Arrow batches in, zstd-compressed row groups out.
+//! One Parquet file being written: Arrow batches in, zstd-compressed row groups out. The
+//! encoding (most of export's time) runs on a thread of the file's own, so that the events
+//! and blocks files encode at once, beside the reading and the batches' making.
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
@@ -7,14 +9,20 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::thread::JoinHandle;
 
 /// Rows of one row group: a reader skips whole groups by their statistics (ts_ns ranges).
 pub const ROW_GROUP: usize = 1 << 20;
 /// Rows of a batch handed to the writer: the most any table holds in memory unencoded.
 pub const BATCH: usize = 1 << 16;
 
+/// Batches a file's thread may be behind by.
+const QUEUE: usize = 2;
+
 pub struct Sink {
-    w: ArrowWriter<File>,
+    tx: Option<SyncSender<RecordBatch>>,
+    thread: Option<JoinHandle<Result<(), String>>>,
     path: PathBuf,
 }
 
@@ -39,16 +47,37 @@ impl Sink {
             props = props.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
         }
         let props = props.build();
-        let w = ArrowWriter::try_new(f, schema, Some(props)).map_err(|e| format!("export: {}: {e}", path.display()))?;
-        Ok(Sink { w, path: path.to_path_buf() })
+        let mut w = ArrowWriter::try_new(f, schema, Some(props)).map_err(|e| format!("export: {}: {e}", path.display()))?;
+        let (tx, rx) = sync_channel::<RecordBatch>(QUEUE);
+        let p = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("export-writer".into())
+            .spawn(move || {
+                for b in rx {
+                    w.write(&b).map_err(|e| format!("export: writing {}: {e}", p.display()))?;
+                }
+                w.close().map(|_| ()).map_err(|e| format!("export: closing {}: {e}", p.display()))
+            })
+            .map_err(|e| format!("export: cannot start a writer thread: {e}"))?;
+        Ok(Sink { tx: Some(tx), thread: Some(thread), path: path.to_path_buf() })
     }
 
     pub fn write(&mut self, b: &RecordBatch) -> Result<(), String> {
-        self.w.write(b).map_err(|e| format!("export: writing {}: {e}", self.path.display()))
+        // A batch's columns are shared, not copied. A send fails only once the thread has
+        // stopped on an error: that error is the answer.
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(b.clone()).is_ok());
+        if sent { Ok(()) } else { self.finish() }
     }
 
-    pub fn close(self) -> Result<(), String> {
-        let p = self.path;
-        self.w.close().map(|_| ()).map_err(|e| format!("export: closing {}: {e}", p.display()))
+    pub fn close(mut self) -> Result<(), String> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.tx = None;
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or_else(|_| Err(format!("export: the writer of {} failed", self.path.display()))),
+            None => Err(format!("export: {} was already closed", self.path.display())),
+        }
     }
 }
