@@ -20,8 +20,8 @@ use crate::stats::classes::SizeTable;
 use crate::stats::heap::Block;
 use std::sync::Arc;
 
-/// Columns with few distinct values, and columns close to their neighbours (see Sink::create).
-pub const DICT: &[&str] = &["pid", "size", "made_tid", "freed_tid"];
+/// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
+pub const DICT: &[&str] = &[];
 pub const DELTA: &[&str] = &["ptr", "made_ts", "made_seq", "freed_ts", "freed_seq", "lifetime_ns"];
 
 pub fn schema() -> SchemaRef {

@@ -11,8 +11,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::{Event, Op};
 use std::sync::Arc;
 
-/// Columns with few distinct values, and columns close to their neighbours (see Sink::create).
-pub const DICT: &[&str] = &["pid", "tid", "op", "size", "count", "align"];
+/// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
+pub const DICT: &[&str] = &["op"];
 pub const DELTA: &[&str] = &["seq", "ts_ns", "ptr", "old_ptr", "backend_ns", "value"];
 
 pub fn schema() -> SchemaRef {

@@ -27,11 +27,12 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// A file of `schema`'s columns: those in `dict` dictionary-encoded (few distinct values:
-    /// threads, operations, sizes), those in `delta` delta-encoded (times, sequence numbers,
-    /// addresses: close to their neighbours), the others plain; min and max kept per column
-    /// chunk. (Dictionary attempts on every column and zstd over plain 8-byte times took
-    /// 4 times as long for a larger file.)
+    /// A file of `schema`'s columns: those in `dict` dictionary-encoded (the operation
+    /// names), those in `delta` delta-encoded (times, sequence numbers, addresses: close to
+    /// their neighbours), the others plain (zstd finds their repeats); min and max kept per
+    /// column chunk. Measured on a 10 M-event synthetic log: dictionaries on every column
+    /// (parquet's default) and no delta encoding took 4 times the CPU; dictionaries for
+    /// threads and sizes too, 1.2 times the CPU for files 9% smaller.
     pub fn create(path: &Path, schema: SchemaRef, dict: &[&str], delta: &[&str]) -> Result<Sink, String> {
         let f = File::create(path).map_err(|e| format!("export: cannot create {}: {e}", path.display()))?;
         let mut props = WriterProperties::builder()
