@@ -76,6 +76,8 @@ demo: build $(DEMO)/demo $(OWNBIN)/validator-je
 	$(SHIMLOG) stats $(DEMO)/validator.*.shimlog
 	@echo "== shimlog replay"
 	$(SHIMLOG) replay $(DEMO)/validator.*.shimlog
+	@echo "== shimlog report (the demo's log, replayed too): open it in a browser"
+	$(SHIMLOG) report $(DEMO)/demo.*.shimlog --replay -o $(DEMO)/report.html
 
 # Unit and property tests build in the dev profile; the integration tests (itest/, the
 # shimlog tests) run the release libshim.so and shimlog, built first. The bench programs

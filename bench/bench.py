@@ -32,6 +32,7 @@ import figures  # noqa: E402
 import logs  # noqa: E402
 import ownalloc  # noqa: E402
 import report  # noqa: E402
+import report_export  # noqa: E402
 import runner  # noqa: E402
 import stats_speed  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
@@ -327,6 +328,7 @@ def full():
     stats = stats_speed.measure(5, say)
     own = ownalloc.measure(rounds, say)
     crash = crashsafe.measure(rounds, say)
+    rex = report_export.measure(3, say)
     say("replay fidelity: real runs per backend against one capture's replay")
     fid = fidelity.measure(smoke=False, rounds=3, say=say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
@@ -334,7 +336,7 @@ def full():
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
                "zstd_levels": levels, "stats_speed": stats, "ownalloc": own, "crashsafe": crash,
-               "fidelity": fid,
+               "fidelity": fid, "report_export": rex,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

@@ -3,6 +3,7 @@ and BENCHMARKS.md, all computed from the results dict bench.py builds."""
 
 import crashsafe
 import ownalloc
+import report_export
 
 MICRO = ("single", "prodcons", "realloc_aligned", "demo")
 TITLE = {"off": "SHIM_TRACE=0", "rec": "recording", "rec_all": "recording, SHIM_TIMING=all",
@@ -562,6 +563,9 @@ def markdown(results):
         w(line)
 
     for line in crashsafe.markdown(results.get("crashsafe")):
+        w(line)
+
+    for line in report_export.markdown(results.get("report_export")):
         w(line)
 
     d = results.get("drain") or {}

@@ -9,9 +9,11 @@ use clap::{Parser, Subcommand};
 
 mod ctl;
 mod dump;
+mod export;
 mod open;
 mod recover;
 mod replay;
+mod report;
 mod stats;
 
 #[derive(Parser)]
@@ -33,6 +35,10 @@ enum Cmd {
     Recover(recover::Args),
     /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
     Ctl(ctl::Args),
+    /// Write one self-contained HTML page of what stats (and --replay) found.
+    Report(report::Args),
+    /// Write the logs as Parquet tables (docs/export.md).
+    Export(export::Args),
 }
 
 fn main() {
@@ -45,6 +51,8 @@ fn main() {
         Cmd::Replay(a) => replay::run(a),
         Cmd::Ctl(a) => ctl::run(a),
         Cmd::Recover(a) => recover::run(a),
+        Cmd::Report(a) => report::run(a),
+        Cmd::Export(a) => export::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

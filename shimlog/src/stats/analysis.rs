@@ -220,7 +220,7 @@ impl Analysis {
     /// Whether a resizing call `e` frees its old block: `ok`, it returned a block; `req`,
     /// the size it asked for (a zero size frees the block and returns NULL).
     #[inline(always)]
-    fn frees_old(e: &Event, ok: bool, req: u64) -> bool {
+    pub(crate) fn frees_old(e: &Event, ok: bool, req: u64) -> bool {
         (e.op == Op::Realloc || e.op == Op::Reallocarray) && e.old != 0 && (ok || req == 0)
     }
 

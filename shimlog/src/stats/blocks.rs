@@ -360,7 +360,8 @@ impl BlockTable {
         }
     }
 
-    /// Every live block with its address (a fork child's inheritance is copied from it).
+    /// Every live block with its address (a fork child's inheritance is copied from it;
+    /// `shimlog export` writes the never-freed ones).
     pub fn entries(&self) -> impl Iterator<Item = (u64, &Block)> {
         self.ctrl
             .as_slice()

@@ -103,7 +103,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
 /// of `consume` on this one: `fill` fills a chunk (made by `new_chunk`) from `reader` and says
 /// how many events it holds, 0 at the end; `bytes`, how far the reader is, for the progress
 /// bar. Returns the reader once it is done.
-fn pipelined<S: Send, C: Send>(
+pub(crate) fn pipelined<S: Send, C: Send>(
     mut reader: S,
     new_chunk: impl Fn() -> C,
     fill: impl Fn(&mut S, &mut C) -> usize + Send,

@@ -88,6 +88,14 @@ impl Latency {
         }
     }
 
+    /// Each operation's timed calls as a histogram (only operations with timed calls).
+    pub fn histograms(&self) -> Vec<(&'static str, hdrhistogram::Histogram<u64>)> {
+        (self.per_op.iter().enumerate())
+            .filter(|(_, f)| !f.is_empty())
+            .map(|(i, f)| (Op::ALLOC_OPS[i].name(), f.to_hdr()))
+            .collect()
+    }
+
     pub fn report(&self) -> LatencyReport {
         let mut per_op = BTreeMap::new();
         let mut timed = 0;

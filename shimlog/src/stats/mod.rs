@@ -7,24 +7,24 @@
 //! `--json` prints the same data as one document: the total's section at the top level
 //! (a single log's own section when there is one log), with `logs` holding each
 //! process's section when there are several.
-mod analysis;
-mod blocks;
-mod classes;
-mod drive;
+pub(crate) mod analysis;
+pub(crate) mod blocks;
+pub(crate) mod classes;
+pub(crate) mod drive;
 mod fasthist;
-mod heap;
+pub(crate) mod heap;
 mod inherit;
-mod latency;
+pub(crate) mod latency;
 mod lifetimes;
 mod memory;
 mod report;
-mod section;
+pub(crate) mod section;
 mod sizes;
 mod slop;
-mod threads;
+pub(crate) mod threads;
 mod total;
 mod totals;
-mod units;
+pub(crate) mod units;
 mod watch;
 
 use analysis::Analysis;
@@ -62,9 +62,19 @@ struct Document<'a> {
     logs: &'a [Section],
 }
 
-pub fn run(a: Args) -> Result<i32, String> {
-    let readers: Vec<LogReader> = a
-        .logs
+/// What one pass over the logs found: each log's section (none for one log), the total's
+/// (the one log's own section when there is one), and each log's analysis (for what the
+/// sections do not carry: `shimlog report` draws the latency CDFs and the thread matrix from them).
+pub(crate) struct Analysed {
+    pub sections: Vec<Section>,
+    pub total: Section,
+    pub analyses: Vec<Analysis>,
+    /// Where each log's time 0 lies on the total's clock.
+    pub offsets: Vec<u64>,
+}
+
+pub(crate) fn analyse(logs: &[String], burst: u64, two: bool) -> Result<Analysed, String> {
+    let readers: Vec<LogReader> = logs
         .iter()
         .map(|p| crate::open::open(p))
         .collect::<Result<_, _>>()?;
@@ -72,20 +82,21 @@ pub fn run(a: Args) -> Result<i32, String> {
     let progress = drive::Progress::new(readers.iter().map(|r| r.compressed_bytes()).sum());
     let mut an: Vec<Analysis> = readers
         .iter()
-        .map(|r| Analysis::new(r.header.pid, a.burst))
+        .map(|r| Analysis::new(r.header.pid, burst))
         .collect();
     let mut sections = Vec::new();
+    let mut offsets = vec![0];
     let total = if readers.len() == 1 {
-        let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, !a.one_thread);
+        let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, two);
         progress.done();
-        process_section(&a.logs[0], &readers[0], &an[0], read, &mut table)
+        process_section(&logs[0], &readers[0], &an[0], read, &mut table)
     } else {
         let base = readers
             .iter()
             .map(|r| r.header.start_mono_ns)
             .min()
             .unwrap_or(0);
-        let offsets: Vec<u64> = readers
+        offsets = readers
             .iter()
             .map(|r| r.header.start_mono_ns - base)
             .collect();
@@ -97,12 +108,12 @@ pub fn run(a: Args) -> Result<i32, String> {
             &mut table,
             &mut tracker,
             &progress,
-            !a.one_thread,
+            two,
         );
         progress.done();
         for (i, read) in reads.into_iter().enumerate() {
             sections.push(process_section(
-                &a.logs[i],
+                &logs[i],
                 &readers[i],
                 &an[i],
                 read,
@@ -110,9 +121,14 @@ pub fn run(a: Args) -> Result<i32, String> {
             ));
         }
         total_section(
-            &a.logs, &readers, &an, &offsets, &sections, &tracker, &mut table, a.burst,
+            logs, &readers, &an, &offsets, &sections, &tracker, &mut table, burst,
         )
     };
+    Ok(Analysed { sections, total, analyses: an, offsets })
+}
+
+pub fn run(a: Args) -> Result<i32, String> {
+    let Analysed { sections, total, .. } = analyse(&a.logs, a.burst, !a.one_thread)?;
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {

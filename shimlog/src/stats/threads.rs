@@ -222,6 +222,27 @@ impl Threads {
         self.min_run = o.min_run;
     }
 
+    /// Every (maker, freer) pair of threads with cross-thread frees, most first.
+    pub fn pairs(&self) -> Vec<ThreadPair> {
+        let pid_of = |s: u32| self.list[s as usize].pid;
+        let mut pairs: Vec<ThreadPair> = self
+            .pairs
+            .iter()
+            .map(|(&(m, f), &count)| ThreadPair {
+                pid: pid_of(m),
+                alloc_tid: self.list[m as usize].tid,
+                free_tid: self.list[f as usize].tid,
+                count,
+            })
+            .collect();
+        pairs.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then((a.alloc_tid, a.free_tid).cmp(&(b.alloc_tid, b.free_tid)))
+        });
+        pairs
+    }
+
     pub fn report(&self) -> ThreadsReport {
         let pid_of = |s: u32| self.list[s as usize].pid;
         let mut per_thread: Vec<ThreadRow> = self
@@ -245,21 +266,7 @@ impl Threads {
                 .cmp(&(a.allocs + a.frees))
                 .then(a.tid.cmp(&b.tid))
         });
-        let mut pairs: Vec<ThreadPair> = self
-            .pairs
-            .iter()
-            .map(|(&(m, f), &count)| ThreadPair {
-                pid: pid_of(m),
-                alloc_tid: self.list[m as usize].tid,
-                free_tid: self.list[f as usize].tid,
-                count,
-            })
-            .collect();
-        pairs.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then((a.alloc_tid, a.free_tid).cmp(&(b.alloc_tid, b.free_tid)))
-        });
+        let mut pairs = self.pairs();
         let pair_count = pairs.len() as u64;
         pairs.truncate(TOP_PAIRS);
         ThreadsReport {

@@ -2,6 +2,7 @@
 //! stream (each thread's stream opens with its ThreadStart), frames written when a buffer
 //! fills and at the end, ticks equal to nanoseconds.
 #![allow(dead_code)]
+pub mod random;
 use recorder::buffer::{Args, Buf};
 use recorder::format::{self, Header};
 use recorder::writer::{create_log, write_header, LogWriter};

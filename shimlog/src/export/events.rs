@@ -1,0 +1,121 @@
+//! The events table: every record of the log in the reader's merged time order, one row
+//! each (seq is that order), the fields of the C call as columns.
+use super::sink::{Sink, BATCH};
+
+fn v<T>() -> Vec<T> {
+    Vec::with_capacity(BATCH)
+}
+use arrow_array::types::Int8Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use recorder::{Event, Op};
+use std::sync::Arc;
+
+/// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
+pub const DICT: &[&str] = &["op"];
+pub const DELTA: &[&str] = &["seq", "ts_ns", "ptr", "old_ptr", "backend_ns", "value"];
+
+pub fn schema() -> SchemaRef {
+    let i64n = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
+    Arc::new(Schema::new(vec![
+        i64n("seq", false),
+        i64n("ts_ns", false),
+        Field::new("pid", DataType::Int32, false),
+        Field::new("tid", DataType::Int32, false),
+        Field::new("op", DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)), false),
+        i64n("ptr", true),
+        i64n("size", true),
+        i64n("count", true),
+        i64n("align", true),
+        i64n("old_ptr", true),
+        i64n("backend_ns", true),
+        i64n("value", true),
+        i64n("stack_id", true),
+    ]))
+}
+
+/// The name of every 6-bit op code (the dictionary of the `op` column).
+fn op_names() -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(
+        (0..64u8).map(|c| Op::from_u8(c).map_or("unknown", |o| o.name())),
+    ))
+}
+
+pub struct Events {
+    schema: SchemaRef,
+    names: ArrayRef,
+    pid: i32,
+    seq: Vec<i64>,
+    ts: Vec<i64>,
+    tid: Vec<i32>,
+    op: Vec<i8>,
+    ptr: Vec<Option<i64>>,
+    size: Vec<Option<i64>>,
+    count: Vec<Option<i64>>,
+    align: Vec<Option<i64>>,
+    old: Vec<Option<i64>>,
+    backend: Vec<Option<i64>>,
+    value: Vec<Option<i64>>,
+}
+
+impl Events {
+    pub fn new(pid: u32) -> Events {
+        Events {
+            schema: schema(),
+            names: op_names(),
+            pid: pid as i32,
+            seq: v(), ts: v(), tid: v(), op: v(), ptr: v(), size: v(), count: v(),
+            align: v(), old: v(), backend: v(), value: v(),
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, seq: u64, e: &Event, out: &mut Sink) -> Result<(), String> {
+        let call = e.op.is_alloc_family();
+        let opt = |c: bool, v: u64| c.then_some(v as i64);
+        self.seq.push(seq as i64);
+        self.ts.push(e.ts_ns as i64);
+        self.tid.push(e.tid as i32);
+        self.op.push(e.op as u8 as i8);
+        self.ptr.push(opt(call, e.ptr));
+        self.size.push(opt(call && !e.op.is_free() || e.op == Op::FreeSized, e.size));
+        self.count.push(opt(matches!(e.op, Op::Calloc | Op::Reallocarray), e.count()));
+        self.align.push(opt(matches!(e.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign), e.align()));
+        self.old.push(opt(matches!(e.op, Op::Realloc | Op::Reallocarray), e.old));
+        self.backend.push(e.backend_ns().map(|n| n as i64));
+        self.value.push(opt(!call, e.value()));
+        if self.seq.len() == BATCH {
+            self.flush(out)?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self, out: &mut Sink) -> Result<(), String> {
+        if self.seq.is_empty() {
+            return Ok(());
+        }
+        let n = self.seq.len();
+        let op = DictionaryArray::<Int8Type>::try_new(Int8Array::from(std::mem::take(&mut self.op)), self.names.clone())
+            .map_err(|e| e.to_string())?;
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(std::mem::take(&mut self.seq))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.ts))),
+            Arc::new(Int32Array::from(vec![self.pid; n])),
+            Arc::new(Int32Array::from(std::mem::take(&mut self.tid))),
+            Arc::new(op),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.ptr))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.size))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.count))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.align))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.old))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.backend))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.value))),
+            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        ];
+        let b = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
+        out.write(&b)?;
+        (self.seq, self.ts, self.tid, self.op) = (v(), v(), v(), v());
+        (self.ptr, self.size, self.count, self.align, self.old, self.backend, self.value) = (v(), v(), v(), v(), v(), v(), v());
+        Ok(())
+    }
+}

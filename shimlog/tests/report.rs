@@ -1,0 +1,239 @@
+//! `shimlog report` in a real browser: Debian's chromium, headless, opens the page from
+//! file:// (installed by .ci/run; these tests are skipped, saying so, only where there is no
+//! chromium at all). The page must draw itself with no console error and no request for
+//! anything outside the file, show every section, not be blank, and every number it shows
+//! from the stats document must be the one `shimlog stats --json` prints for the same logs.
+mod synth;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use synth::random::workload;
+use synth::{dir, shimlog, stats_json};
+
+const SECTIONS: [&str; 7] = ["sec-program", "sec-memory", "sec-sizes", "sec-latency", "sec-threads", "sec-sites", "sec-replay"];
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success())
+    })
+}
+
+/// What headless chromium made of a page: the DOM after its scripts ran, and the lines its
+/// log (--enable-logging=stderr) has about the page's console and network.
+struct Opened {
+    dom: String,
+    console: Vec<String>,
+}
+
+fn open(browser: &str, page: &str, scratch: &str, extra: &[&str]) -> Opened {
+    let profile = format!("{scratch}/profile-{}", extra.len());
+    let url = format!("file://{}", std::fs::canonicalize(page).unwrap().display());
+    let o = Command::new(browser)
+        .args(["--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr", "--v=0", "--no-first-run"])
+        .arg(format!("--user-data-dir={profile}"))
+        .args(extra)
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    assert!(o.status.success(), "chromium failed: {}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let console = err
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Content Security Policy") || l.contains("net::ERR"))
+        .map(str::to_string)
+        .collect();
+    Opened { dom: String::from_utf8_lossy(&o.stdout).into_owned(), console }
+}
+
+fn report(args: &[&str]) -> String {
+    let o = shimlog(args);
+    assert!(o.status.success(), "shimlog {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The page's drawn content (the DOM also holds the script's own text).
+fn drawn(dom: &str) -> &str {
+    let a = dom.find("<main id=\"main\">").expect("the page's main element");
+    &dom[a..a + dom[a..].find("</main>").expect("</main>")]
+}
+
+/// Every (data-field, data-raw) pair the page drew.
+fn fields(dom: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for part in drawn(dom).split("data-field=\"").skip(1) {
+        let field = &part[..part.find('"').unwrap()];
+        let rest = &part[field.len()..];
+        let raw = rest.split("data-raw=\"").nth(1).map(|r| &r[..r.find('"').unwrap()]).unwrap();
+        out.push((unescape(field), unescape(raw)));
+    }
+    out
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| match v {
+        Value::Array(a) => a.get(k.parse::<usize>().ok()?),
+        _ => v.get(k),
+    })
+}
+
+/// Each number the page shows from the stats document equals stats --json's; returns how
+/// many were compared.
+fn compare(dom: &str, stats: &Value) -> usize {
+    let fs = fields(dom);
+    for (f, raw) in &fs {
+        let want = lookup(stats, f).unwrap_or_else(|| panic!("the page shows {f}, which stats --json does not have"));
+        match want {
+            Value::Number(n) => {
+                let got: f64 = raw.parse().unwrap_or_else(|_| panic!("{f}: '{raw}' is not a number"));
+                let w = n.as_f64().unwrap();
+                assert!((got - w).abs() <= 1e-9 * w.abs().max(1.0), "{f}: the page has {raw}, stats --json {w}");
+            }
+            Value::String(s) => assert_eq!(raw, s, "{f}"),
+            Value::Null => assert_eq!(raw, "null", "{f}"),
+            other => assert_eq!(raw, &other.to_string(), "{f}"),
+        }
+    }
+    fs.len()
+}
+
+fn shown(dom: &str, field: &str) -> bool {
+    drawn(dom).contains(&format!("data-field=\"{field}\""))
+}
+
+/// Fails unless the page drew itself, touched nothing outside its file and logged nothing.
+fn clean(o: &Opened) {
+    assert!(o.dom.contains("data-rendered=\"ok\""), "the page's script did not finish: {:?}", o.console);
+    assert!(o.dom.contains("data-resources=\"0\""), "the page loaded resources from elsewhere");
+    assert!(o.console.is_empty(), "console or network messages: {:#?}", o.console);
+}
+
+#[test]
+fn one_log_in_chromium() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
+        return;
+    };
+    let d = dir("report-one");
+    let log = workload(&format!("{d}/w.shimlog"), 300, 0, 4, 30_000, 7);
+    let page = format!("{d}/report.html");
+    assert_eq!(report(&["report", &log, "-o", &page]).trim(), page, "report prints the page's path");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() < 2 << 20, "the page is {} bytes", html.len());
+    // Nothing refers to anything outside the file.
+    for bad in ["src=\"http", "href=\"http", "src='http", "url(http", "@import"] {
+        assert!(!html.contains(bad), "the page refers to something outside itself: {bad}");
+    }
+    let o = open(browser, &page, &d, &["--dump-dom"]);
+    clean(&o);
+    for s in SECTIONS {
+        assert!(o.dom.contains(&format!("<section id=\"{s}\"")), "section {s} missing");
+    }
+    assert!(o.dom.contains("no call stacks in this log"));
+    assert!(o.dom.contains("<svg"), "no chart");
+    let stats = stats_json(&[&log]);
+    let n = compare(&o.dom, &stats);
+    for f in ["events", "duration_ns", "threads", "peak_live_bytes", "live_at_end.bytes", "ops.malloc", "ops.free", "bytes.malloc",
+        "cross_thread_frees.count", "lifetimes.p50_ns", "lifetimes.p99_ns", "latency.per_op.malloc.p99_ns",
+        "latency.per_op.free.p50_ns", "memory.peak_rss_bytes", "sizes.buckets.0.requests", "per_thread.0.allocs", "slop.jemalloc.slop_bytes"] {
+        assert!(shown(&o.dom, f), "the page does not show {f}");
+    }
+    assert!(n > 100, "only {n} numbers compared");
+    // The screenshot: a page, not a blank.
+    let shot = format!("{d}/shot.png");
+    let _ = open(browser, &page, &d, &[&format!("--screenshot={shot}"), "--window-size=1200,1600"]);
+    let img = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut r = img.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    let bg = pixels[0];
+    let other = pixels.iter().filter(|p| *p != &bg).count();
+    let mut colours: Vec<&[u8]> = pixels.clone();
+    colours.sort();
+    colours.dedup();
+    assert!(other * 20 > pixels.len(), "the screenshot is nearly blank: {other} of {} pixels differ from the background", pixels.len());
+    assert!(colours.len() > 16, "the screenshot has {} colours", colours.len());
+}
+
+#[test]
+fn several_logs_and_their_total() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
+        return;
+    };
+    let d = dir("report-many");
+    let a = workload(&format!("{d}/a.shimlog"), 401, 0, 3, 8_000, 11);
+    let b = workload(&format!("{d}/b.shimlog"), 402, 5_000_000, 2, 6_000, 12);
+    let page = format!("{d}/report.html");
+    report(&["report", &a, &b, "-o", &page]);
+    let o = open(browser, &page, &d, &["--dump-dom"]);
+    clean(&o);
+    let stats = stats_json(&[&a, &b]);
+    compare(&o.dom, &stats);
+    for f in ["processes", "events", "logs.0.process.pid", "logs.1.process.pid", "logs.0.events", "logs.1.events"] {
+        assert!(shown(&o.dom, f), "the page does not show {f}");
+    }
+    // One memory chart per process.
+    assert!(o.dom.contains("(pid 401): memory over time") && o.dom.contains("(pid 402): memory over time"));
+}
+
+#[test]
+fn replay_backends_side_by_side() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
+        return;
+    };
+    let d = dir("report-replay");
+    let log = workload(&format!("{d}/w.shimlog"), 500, 0, 3, 5_000, 5);
+    let page = format!("{d}/report.html");
+    report(&["report", &log, "--replay", "-o", &page]);
+    let o = open(browser, &page, &d, &["--dump-dom"]);
+    clean(&o);
+    let sec = &o.dom[o.dom.find("<section id=\"sec-replay\"").unwrap()..];
+    let table = &sec[sec.find("replay-table").expect("the replay's table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    for b in ["glibc", "jemalloc", "mimalloc"] {
+        assert!(table.contains(&format!(">{b}</td>")), "no {b} row in the replay table");
+    }
+    assert!(sec.contains("RSS over the replay") && sec.contains("latency CDF"), "overlaid charts missing");
+}
+
+/// The checks above can fail: the same page made to fetch an image from elsewhere is caught.
+#[test]
+fn a_page_reaching_out_is_caught() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
+        return;
+    };
+    let d = dir("report-reaching");
+    let log = workload(&format!("{d}/w.shimlog"), 600, 0, 2, 2_000, 3);
+    let page = format!("{d}/report.html");
+    report(&["report", &log, "-o", &page]);
+    let html = std::fs::read_to_string(&page).unwrap().replace("<body>", "<body><img src=\"http://127.0.0.1:9/x.png\">");
+    let bad = format!("{d}/bad.html");
+    std::fs::write(&bad, html).unwrap();
+    let o = open(browser, &bad, &d, &["--dump-dom"]);
+    assert!(!o.console.is_empty(), "an outside request went unnoticed");
+}
+
+#[test]
+fn bad_input_is_one_line() {
+    let d = dir("report-bad");
+    let not_log = format!("{d}/not.shimlog");
+    std::fs::write(&not_log, "hello").unwrap();
+    let o = shimlog(&["report", &not_log, "-o", &format!("{d}/r.html")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a shim log"), "{err}");
+    let o = shimlog(&["report", &not_log, "-o", "/nonexistent-dir/r.html"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot create /nonexistent-dir/r.html"));
+    assert!(!Path::new("/nonexistent-dir").exists());
+}
