@@ -355,7 +355,8 @@ impl DecodeState {
         let ok = by_op!(
             Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
             Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End,
-            Stall, AllocStat, Window, ThreadSeen
+            Stall, AllocStat, Window, ThreadSeen, Stack, StackPc, Site, Mapping, MappingBias,
+            MappingPath, MappingBuildId
         );
         if !ok {
             return Err(at);
@@ -496,6 +497,8 @@ mod tests {
             Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
             Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
             Op::Untraced, Op::End, Op::Stall, Op::AllocStat, Op::Window, Op::ThreadSeen,
+            Op::Stack, Op::StackPc, Op::Site, Op::Mapping, Op::MappingBias, Op::MappingPath,
+            Op::MappingBuildId,
         ])
     }
 

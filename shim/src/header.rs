@@ -18,7 +18,7 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
                 .collect()
         })
         .unwrap_or_default();
-    Header {
+    let mut h = Header {
         format_version: recorder::format::VERSION,
         pid: unsafe { libc::getpid() } as u32,
         ppid: g.ppid,
@@ -44,6 +44,9 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         own_allocators: crate::patch::report(),
         window,
-    }
+        ..Header::default()
+    };
+    crate::stacks::describe(&mut h, g.windows.is_some());
+    h
 }
 
