@@ -10,7 +10,9 @@ mod ctl;
 mod dump;
 mod open;
 mod replay;
+mod sites;
 mod stats;
+mod symbols;
 
 #[derive(Parser)]
 #[command(name = "shimlog", version, about = "Analyse and replay logs written by libshim.so")]

@@ -23,7 +23,7 @@ mod slop;
 mod threads;
 mod total;
 mod totals;
-mod units;
+pub(crate) mod units;
 mod watch;
 
 use analysis::Analysis;
@@ -51,6 +51,13 @@ pub struct Args {
     /// their threads merged) on a second thread, when there is a second CPU.
     #[arg(long)]
     pub one_thread: bool,
+    /// Where to find the program's binaries (or their debug files) for the call sites'
+    /// symbols, by file name; by default the paths the log names.
+    #[arg(long, value_name = "DIR")]
+    pub binaries: Option<std::path::PathBuf>,
+    /// How many call sites each list shows.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
 }
 
 /// The JSON document for several logs.
@@ -77,7 +84,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     let total = if readers.len() == 1 {
         let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, !a.one_thread);
         progress.done();
-        process_section(&a.logs[0], &readers[0], &an[0], read, &mut table)
+        process_section(&a.logs[0], &readers[0], &an[0], read, &mut table, &a)
     } else {
         let base = readers
             .iter()
@@ -106,6 +113,7 @@ pub fn run(a: Args) -> Result<i32, String> {
                 &an[i],
                 read,
                 &mut table,
+                &a,
             ));
         }
         total_section(
@@ -145,8 +153,14 @@ fn process_section(
     a: &Analysis,
     read: ReadReport,
     t: &mut SizeTable,
+    args: &Args,
 ) -> Section {
     let h = &r.header;
+    // Call sites: a second pass over the log, for logs with stacks only.
+    let sites = crate::sites::has_stacks(r).then(|| {
+        let p = crate::sites::profile(r, args.binaries.as_deref());
+        crate::sites::SitesReport::of(&p, args.top as usize)
+    });
     let never = NeverFreed::of(&a.sizes, t);
     Section {
         log: Some(path.to_string()),
@@ -185,6 +199,7 @@ fn process_section(
             .report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
         latency: a.lat.report(),
         watch: a.watch.report(h.window),
+        sites,
     }
 }
 
@@ -256,5 +271,6 @@ fn total_section(
             .report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
         latency: m.lat.report(),
         watch: None,
+        sites: None,
     }
 }
