@@ -3,12 +3,16 @@
 //! - `shimlog dump LOG [--format text|jsonl|logalloc]`: one event per line.
 //! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
+//! - `shimlog pprof LOG -o FILE [--at peak|end]`, `shimlog flamegraph LOG --by .. -o FILE`:
+//!   the log's stacks as a pprof heap profile, as a flame graph (see sites/).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 use clap::{Parser, Subcommand};
 
 mod ctl;
 mod dump;
+mod flamegraph;
 mod open;
+mod pprof;
 mod replay;
 mod sites;
 mod stats;
@@ -29,6 +33,10 @@ enum Cmd {
     Stats(stats::Args),
     /// Replay a captured workload against each backend and compare them.
     Replay(replay::Args),
+    /// Write the log's stacks as a pprof heap profile (gzipped profile.proto).
+    Pprof(pprof::Args),
+    /// Draw the log's stacks as a flame graph (SVG).
+    Flamegraph(flamegraph::Args),
     /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
     Ctl(ctl::Args),
 }
@@ -42,6 +50,8 @@ fn main() {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Ctl(a) => ctl::run(a),
+        Cmd::Pprof(a) => pprof::run(a),
+        Cmd::Flamegraph(a) => flamegraph::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),
