@@ -2,7 +2,7 @@
 //! load bias, path and GNU build id, found with `dl_iterate_phdr` (the program headers and
 //! the build-id note are in memory: no file is opened) and written into the log the first
 //! time a new stack has a frame in it. A fixed list behind a spinlock, taken only when a new
-//! stack is written.
+//! stack is written (and never waited on for long).
 use core::sync::atomic::{AtomicBool, Ordering::*};
 use recorder::Op;
 
@@ -33,10 +33,21 @@ struct List {
 static LOCK: AtomicBool = AtomicBool::new(false);
 static mut LIST: List = List { m: [EMPTY; MAX], n: 0 };
 
-fn lock() {
-    while LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
-        core::hint::spin_loop();
+/// Takes the lock, or gives up after a while: the holder may be waiting for the dynamic
+/// linker's lock (in `dl_iterate_phdr`) that this thread holds, if it allocates from a
+/// `dl_iterate_phdr` callback. Giving up only defers writing the objects to a later stack.
+fn lock() -> bool {
+    for i in 0..1u32 << 20 {
+        if LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_ok() {
+            return true;
+        }
+        if i > 1 << 10 {
+            unsafe { libc::sched_yield() };
+        } else {
+            core::hint::spin_loop();
+        }
     }
+    false
 }
 fn unlock() {
     LOCK.store(false, Release);
@@ -45,7 +56,9 @@ fn unlock() {
 /// Writes (through `emit`: op, size, value) the objects that `pcs` run in and the log does
 /// not have yet, looking the loaded objects up again when a pc is in none it knows.
 pub fn ensure(pcs: &[u64], emit: &mut dyn FnMut(Op, u64, u64)) {
-    lock();
+    if !lock() {
+        return;
+    }
     let list = unsafe { &mut *(&raw mut LIST) };
     let covered = |l: &List, pc: u64| l.m[..l.n].iter().position(|m| m.start <= pc && pc < m.end);
     if pcs.iter().any(|&pc| covered(list, pc).is_none()) {

@@ -87,7 +87,13 @@ fn wait_id(s: &Slot) -> u32 {
 pub fn reset() {
     let t = TABLE.load(Acquire);
     if !t.is_null() {
-        unsafe { core::ptr::write_bytes(t as *mut u8, 0, SLOTS * core::mem::size_of::<Slot>()) };
+        // Fresh zero pages in place of the parent's (clearing them would copy each one).
+        let len = SLOTS * core::mem::size_of::<Slot>();
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED;
+        let p = unsafe { libc::mmap(t as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            unsafe { core::ptr::write_bytes(t as *mut u8, 0, len) };
+        }
     }
     NEXT_ID.store(1, Relaxed);
 }
