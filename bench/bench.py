@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import callgrind  # noqa: E402
 import fidelity  # noqa: E402
+import stacks  # noqa: E402
 import figures  # noqa: E402
 import logs  # noqa: E402
 import ownalloc  # noqa: E402
@@ -343,6 +344,8 @@ def full():
     md = report.markdown(results)
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write(md)
+    say("call stacks: unwinding cost and the SHIM_STACKS modes (bench/stacks.py)")
+    stacks.write(stacks.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -391,6 +394,12 @@ def smoke():
         n += 1
         failures += 1
         say(f"fidelity smoke failed: {e}")
+    try:
+        n += 1
+        stacks.measure(smoke=True)
+    except Exception as e:  # noqa: BLE001
+        failures += 1
+        say(f"call stacks smoke failed: {e}")
     say(f"smoke: {n - failures} of {n} runs ok")
     return 1 if failures else 0
 
