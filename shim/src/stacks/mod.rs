@@ -56,6 +56,7 @@ fn parse_num(s: &[u8]) -> Option<u64> {
 #[cold]
 #[inline(never)]
 fn read_settings(windows: bool) -> u8 {
+    let asked = getenv(b"SHIM_STACKS").is_some();
     let mut m = match getenv(b"SHIM_STACKS") {
         None | Some(b"slow") => SLOW,
         Some(b"off") | Some(b"0") => OFF,
@@ -85,7 +86,10 @@ fn read_settings(windows: bool) -> u8 {
         SEED.store(s | 1, Relaxed);
     }
     if m != OFF && windows {
-        shared::say("shim: SHIM_STACKS is not supported with capture windows; stacks off");
+        // Each window's log would need the stacks again; the default just stays out of the way.
+        if asked {
+            shared::say("shim: SHIM_STACKS is not supported with capture windows; stacks off");
+        }
         m = OFF;
     }
     if m != OFF && !table::init() {
