@@ -369,8 +369,10 @@ def smoke():
             if rec["ok"] and cfg == "rec" and calls is not None and not (calls <= events <= calls + 64):
                 rec["ok"] = False
                 say(f"{w.name}/{b}/{cfg}: the log has {events} malloc-family events, the program made {calls} calls")
+            # Slow calls' stacks (SHIM_STACKS=slow, the default) add records of their own: a
+            # few dozen per slow call, as many as the loaded machine makes slow.
             if rec["ok"] and cfg == "rec" and events is not None and \
-                    abs(rec["events_estimate"] - events) > 4:
+                    not -4 <= rec["events_estimate"] - events <= 4 + events // 100:
                 rec["ok"] = False
                 say(f"{w.name}/{b}/{cfg}: frame headers say about {rec['events_estimate']} events, "
                     f"shimlog counts {events}: bench/logs.py's estimate is off")

@@ -1,6 +1,6 @@
 //! Ranking the call sites for `shimlog stats`: by bytes allocated, by calls, by bytes live
 //! at the heap's peak, by bytes never freed, by time inside the allocator, and the slow
-//! calls. A site is a function (the first frame past the allocation wrappers); its totals
+//! calls (by their time). A site is a function (the first frame past the allocation wrappers); its totals
 //! add up every stack that ends there. In sample mode they are estimates: each sampled
 //! allocation of s bytes stands for 1 / (1 - exp(-s / mean)) of its kind.
 use super::Profile;
@@ -139,7 +139,7 @@ impl SitesReport {
             live_at_peak: ranked(&|r| r.live_at_peak_bytes),
             leaked: ranked(&|r| r.leaked_bytes),
             by_time: ranked(&|r| r.timed_ns),
-            slow: ranked(&|r| r.slow_calls),
+            slow: ranked(&|r| r.slow_ns.max(r.slow_calls.min(1))),
             issues: p.issues.clone(),
         }
     }
