@@ -61,7 +61,9 @@ def estimate_events(infos):
     """Malloc-family events of a run from its logs' frame headers alone: the records of the
     thread streams, less each thread's start record and, for all but one thread per log, its
     exit record. Off by at most a few (a thread's dropped-count records, a main thread that
-    did record its exit); bench.py checks it against the exact count where it counts both."""
+    did record its exit), and over by the call-site records of slow calls (SHIM_STACKS=slow, the
+    default: a few dozen records per slow call); bench.py checks it against the exact count
+    where it counts both."""
     return sum(i["thread_records"] - 2 * i["threads"] + 1 for i in infos if i["threads"])
 
 

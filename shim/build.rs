@@ -9,12 +9,14 @@ fn main() {
     println!("cargo:rerun-if-changed=src/tls.c");
     println!("cargo:rerun-if-changed=src/exec.c");
     println!("cargo:rerun-if-changed=src/patch/cxx.c");
+    println!("cargo:rerun-if-changed=src/stacks/tls.c");
     // cxx.c is the glue of patched throwing `operator new`s: C++ exceptions unwind through
     // it, so it has unwind tables (-fexceptions).
     cc::Build::new()
         .file("src/tls.c")
         .file("src/exec.c")
         .file("src/patch/cxx.c")
+        .file("src/stacks/tls.c")
         .opt_level(2)
         .flag("-ftls-model=initial-exec")
         .flag("-fexceptions")

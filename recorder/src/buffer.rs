@@ -371,7 +371,8 @@ impl DecodeState {
         let ok = by_op!(
             Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
             Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End,
-            Stall, AllocStat, Window, ThreadSeen, Exit, Recovered
+            Stall, AllocStat, Window, ThreadSeen, Stack, StackPc, Site, Mapping, MappingBias,
+            MappingPath, MappingBuildId, Exit, Recovered
         );
         if !ok {
             return Err(at);
@@ -512,6 +513,8 @@ mod tests {
             Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
             Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
             Op::Untraced, Op::End, Op::Stall, Op::AllocStat, Op::Window, Op::ThreadSeen,
+            Op::Stack, Op::StackPc, Op::Site, Op::Mapping, Op::MappingBias, Op::MappingPath,
+            Op::MappingBuildId,
             Op::Exit, Op::Recovered,
         ])
     }

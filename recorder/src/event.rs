@@ -47,6 +47,23 @@ pub enum Op {
     /// Watched thread activity: `size` 0 a thread started, 1 it ended, 2 it forked;
     /// `value` the thread (version 3).
     ThreadSeen = 43,
+    /// A call stack's header (version 4): `size` is its id (1, 2, ...), `value` its depth;
+    /// `value` [`Op::StackPc`] records of the same id follow in the same stream.
+    Stack = 44,
+    /// One frame of stack `size`: `value` is a return address (the innermost first).
+    StackPc = 45,
+    /// The call record just before this one in the same stream was made from stack `size`
+    /// (0: the stack table was full); `value` says why it was taken ([`site_flags`]).
+    Site = 46,
+    /// A loaded object's executable range: `size` start, `value` end (absolute addresses).
+    /// [`Op::MappingBias`], [`Op::MappingPath`] and [`Op::MappingBuildId`] records follow.
+    Mapping = 47,
+    /// The last mapping's load bias: `value` (an address minus it is the ELF address).
+    MappingBias = 48,
+    /// 8 bytes (little-endian in `value`) of the last mapping's path, `size` its length.
+    MappingPath = 49,
+    /// 8 bytes of the last mapping's build id, `size` its length in bytes.
+    MappingBuildId = 50,
     /// How the process ended, written before `End` by a clean close: `size` says how
     /// ([`exit_how_name`]: exit or return from main, `_exit`, exec), `value` the exit status
     /// (version 4).
@@ -91,6 +108,17 @@ pub fn recovered_end_name(v: u64) -> &'static str {
         recovered_end::ABORT => "abort() called (SIGABRT)",
         _ => "killed (no end record): a signal, SIGKILL or the OOM killer",
     }
+}
+
+
+/// Why a stack was taken ([`Op::Site`] values, bits).
+pub mod site_flags {
+    /// The allocation was sampled (SHIM_STACKS=sample: by bytes, mean in the header).
+    pub const SAMPLED: u64 = 1;
+    /// The call stayed inside the allocator over SHIM_STALL.
+    pub const SLOW: u64 = 2;
+    /// SHIM_STACKS=all: every allocation has its stack.
+    pub const ALL: u64 = 4;
 }
 
 /// Names of the [`Op::AllocStat`] statistics, by their code (index).
@@ -199,6 +227,13 @@ impl Op {
             41 => AllocStat,
             42 => Window,
             43 => ThreadSeen,
+            44 => Stack,
+            45 => StackPc,
+            46 => Site,
+            47 => Mapping,
+            48 => MappingBias,
+            49 => MappingPath,
+            50 => MappingBuildId,
             52 => Exit,
             53 => Recovered,
             _ => return None,
@@ -231,6 +266,13 @@ impl Op {
             AllocStat => "alloc_stat",
             Window => "window",
             ThreadSeen => "thread_seen",
+            Stack => "stack",
+            StackPc => "stack_pc",
+            Site => "site",
+            Mapping => "mapping",
+            MappingBias => "mapping_bias",
+            MappingPath => "mapping_path",
+            MappingBuildId => "mapping_build_id",
             Exit => "exit",
             Recovered => "recovered",
         }
@@ -272,6 +314,7 @@ impl Op {
             ThreadExit | Fork => &[],
             Dropped | Rss | Clock | Untraced | End => &[Value],
             Stall | AllocStat | Window | ThreadSeen | Exit | Recovered => &[Size, Value],
+            Stack | StackPc | Site | Mapping | MappingBias | MappingPath | MappingBuildId => &[Size, Value],
         }
     }
 }

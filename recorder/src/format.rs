@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"SHIMLOG\0";
 /// The version this build writes (2 added the `free_sized` record; 3 the watch records:
-/// `stall`, `alloc_stat`, `window`, `thread_seen`).
+/// `stall`, `alloc_stat`, `window`, `thread_seen`; 4 the call-site records: `stack`,
+/// `stack_pc`, `site`, `mapping*`, and `exit`, `recovered`).
 pub const VERSION: u16 = 4;
 /// The oldest version this build reads.
 pub const OLDEST_VERSION: u16 = 1;
@@ -86,6 +87,17 @@ pub struct Header {
     /// the log as `LOG.inflight`) (version 4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inflight: Option<String>,
+    /// SHIM_STACKS in force: "off", "slow", "sample" or "all" (absent before version 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<String>,
+    /// SHIM_SAMPLE_BYTES: the mean of the byte sampler (SHIM_STACKS=sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_bytes: Option<u64>,
+    /// SHIM_UNWIND in force: "tables" or "fp"; and SHIM_STACK_DEPTH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_depth: Option<u32>,
 }
 
 /// An allocator linked into the program (see [`Header::own_allocators`]).

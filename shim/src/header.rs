@@ -18,7 +18,7 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
                 .collect()
         })
         .unwrap_or_default();
-    Header {
+    let mut h = Header {
         format_version: recorder::format::VERSION,
         pid: unsafe { libc::getpid() } as u32,
         ppid: g.ppid,
@@ -47,6 +47,9 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         parent_log: g.parent_log.clone(),
         fork_ticks: g.fork_ticks,
         inflight: g.pool.inflight().map(|f| f.path.clone()),
-    }
+        ..Header::default()
+    };
+    crate::stacks::describe(&mut h, g.windows.is_some());
+    h
 }
 

@@ -46,7 +46,7 @@ fn marked_slow(st: &ThreadState) -> bool {
 
 /// Appends the record, handing the buffer over first when it is full or a second old.
 #[inline(always)]
-fn finish(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
+pub(crate) fn finish(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
     let b = unsafe { &mut *st.buf };
     let ts = clock::to_log(ts);
     let age = ts.wrapping_sub(b.first_ticks);
@@ -88,7 +88,10 @@ pub fn record_alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> 
     let p = call();
     let ts = clock::after();
     a.ptr = p as u64;
-    finish(st, op, ts, &a, backend_ticks(st, t0, marked_slow(st), ts));
+    let bt = backend_ticks(st, t0, marked_slow(st), ts);
+    finish(st, op, ts, &a, bt);
+    let bytes = if a.count != 0 { a.count.saturating_mul(a.size) } else { a.size };
+    crate::stacks::after_alloc(st, ts, a.ptr, bytes, bt);
     leave(st);
     t.busy = 0;
     p
@@ -124,7 +127,9 @@ pub fn record_released(op: Op, a: Args, call: impl FnOnce()) {
     call();
     let slow = marked_slow(st);
     let end = if timed || slow { clock::now() } else { 0 };
-    finish(st, op, ts, &a, backend_ticks(st, if timed { ts } else { 0 }, slow, end));
+    let bt = backend_ticks(st, if timed { ts } else { 0 }, slow, end);
+    finish(st, op, ts, &a, bt);
+    crate::stacks::after_free(st, ts, bt);
     leave(st);
     t.busy = 0;
 }

@@ -15,6 +15,7 @@ mod logfile;
 mod patch;
 mod recorder_thread;
 mod shared;
+mod stacks;
 mod state;
 mod thread;
 mod tls;

@@ -91,6 +91,21 @@ fn text(s: &mut String, e: &Event) {
             let what = ["started", "ended", "forked"].get(e.size as usize).copied().unwrap_or("unknown");
             let _ = write!(s, " thread={} {what}", e.value());
         }
+        Op::Stack => {
+            let _ = write!(s, " stack={} depth={}", e.size, e.value());
+        }
+        Op::StackPc => {
+            let _ = write!(s, " stack={} pc={:#x}", e.size, e.value());
+        }
+        Op::Site => {
+            let _ = write!(s, " stack={} why={}", e.size, e.value());
+        }
+        Op::Mapping => {
+            let _ = write!(s, " start={:#x} end={:#x}", e.size, e.value());
+        }
+        Op::MappingPath | Op::MappingBuildId => {
+            let _ = write!(s, " length={} bytes={:#018x}", e.size, e.value());
+        }
         _ => {
             let _ = write!(s, " value={}", e.value());
         }
@@ -122,9 +137,12 @@ fn jsonl(s: &mut String, e: &Event) {
         }
     } else {
         let _ = write!(s, ",\"value\":{}", e.value());
-        if matches!(e.op, Op::Stall | Op::AllocStat | Op::Window | Op::ThreadSeen) {
+        if matches!(e.op, Op::Stall | Op::AllocStat | Op::Window | Op::ThreadSeen)
+            || matches!(e.op, Op::Stack | Op::StackPc | Op::Site | Op::Mapping | Op::MappingPath | Op::MappingBuildId)
+        {
             // The watch records' second field: the call's op, the statistic, the window, what
-            // the thread did.
+            // the thread did; the call-site records': the stack id, a mapping's start, a
+            // length.
             let _ = write!(s, ",\"size\":{}", e.size);
         }
         if let Some(ns) = e.backend_ns() {

@@ -4,17 +4,23 @@
 //! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
 //! - `shimlog recover LOG...`: a dead process's in-flight buffers into its log (recover.rs).
+//! - `shimlog pprof LOG -o FILE [--at peak|end]`, `shimlog flamegraph LOG --by .. -o FILE`:
+//!   the log's stacks as a pprof heap profile, as a flame graph (see sites/).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 use clap::{Parser, Subcommand};
 
 mod ctl;
 mod dump;
 mod export;
+mod flamegraph;
 mod open;
+mod pprof;
 mod recover;
 mod replay;
 mod report;
+mod sites;
 mod stats;
+mod symbols;
 
 #[derive(Parser)]
 #[command(name = "shimlog", version, about = "Analyse and replay logs written by libshim.so")]
@@ -33,6 +39,10 @@ enum Cmd {
     Replay(replay::Args),
     /// Put what a process that died left in its in-flight buffers into its log.
     Recover(recover::Args),
+    /// Write the log's stacks as a pprof heap profile (gzipped profile.proto).
+    Pprof(pprof::Args),
+    /// Draw the log's stacks as a flame graph (SVG).
+    Flamegraph(flamegraph::Args),
     /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
     Ctl(ctl::Args),
     /// Write one self-contained HTML page of what stats (and --replay) found.
@@ -53,6 +63,8 @@ fn main() {
         Cmd::Recover(a) => recover::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Export(a) => export::run(a),
+        Cmd::Pprof(a) => pprof::run(a),
+        Cmd::Flamegraph(a) => flamegraph::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -2,6 +2,7 @@
 //! logs that fill every section (and a total over two logs, one of them cut) hold no field
 //! the page does not list, and the page lists none they do not hold.
 mod synth;
+mod sitelog;
 
 use recorder::buffer::Args;
 use recorder::Op;
@@ -25,6 +26,11 @@ fn full_log(path: &str, pid: u32) -> String {
         note: "mallocx not recorded".into(),
     }];
     h.window = Some(0);
+    // Sampled stacks (format 4): one in the shimlog binary, one in an object that is gone.
+    h.stacks = Some("sample".into());
+    h.sample_bytes = Some(4096);
+    h.unwind = Some("tables".into());
+    h.stack_depth = Some(64);
     let mut l = Log::create(path, &h);
     {
         use recorder::window_event::*;
@@ -55,6 +61,18 @@ fn full_log(path: &str, pid: u32) -> String {
     }
     l.thread_record(2, 5_000, Op::Dropped, 7);
     l.malloc(2, 6_000, 24, 0xa0_000);
+    {
+        use recorder::event::site_flags::*;
+        let (exe, main) = sitelog::shimlog_main();
+        sitelog::mapping(&mut l, 2, 7_000, 0x1000, 1 << 40, 0, &exe, &[]);
+        sitelog::mapping(&mut l, 2, 7_000, 1 << 41, (1 << 41) + 0x10000, 1 << 41, "/nonexistent/libgone.so", &[0xab; 20]);
+        sitelog::stack(&mut l, 2, 7_000, 1, 2, &[main, (1 << 41) + 0x100]);
+        // A sampled allocation, timed, never freed; and a slow one.
+        l.call(2, 7_100, Op::Malloc, Args { size: 100, ptr: 0xb0_000, ..Default::default() }, Some(300));
+        sitelog::site(&mut l, 2, 7_100, 1, SAMPLED);
+        l.call(2, 7_200, Op::Malloc, Args { size: 8192, ptr: 0xb1_000, ..Default::default() }, Some(3_000_000));
+        sitelog::site(&mut l, 2, 7_200, 1, SAMPLED | SLOW);
+    }
     l.process(200_000_000, Op::Rss, 2 << 20);
     l.watch(200_000_001, Op::Exit, recorder::exit_how::EXIT, 3, None);
     l.finish(true)
@@ -152,7 +170,8 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
     for p in ["free_bursts.longest.frees", "read.issues[].log", "dropped.when[].events",
               "failed.<op>", "memory.rss_at_peak.rss_per_live", "latency.slowest[].freed_bytes",
               "lifetimes.never_freed_by_size[].bytes", "cross_thread_frees.top_pairs[].count",
-              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log"] {
+              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log",
+              "sites.by_bytes[].location", "sites.issues[]", "sites.slow[].slow_ns", "sites.by_time[].timed_ns"] {
         assert!(seen.contains(p), "{p} not in the reports");
     }
 }

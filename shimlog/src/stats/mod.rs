@@ -52,6 +52,13 @@ pub struct Args {
     /// their threads merged) on a second thread, when there is a second CPU.
     #[arg(long)]
     pub one_thread: bool,
+    /// Where to find the program's binaries (or their debug files) for the call sites'
+    /// symbols, by file name; by default the paths the log names.
+    #[arg(long, value_name = "DIR")]
+    pub binaries: Option<std::path::PathBuf>,
+    /// How many call sites each list shows.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
 }
 
 /// The JSON document for several logs.
@@ -73,7 +80,13 @@ pub(crate) struct Analysed {
     pub offsets: Vec<u64>,
 }
 
-pub(crate) fn analyse(logs: &[String], burst: u64, two: bool) -> Result<Analysed, String> {
+/// What the call-site section needs: where the binaries are, and how many sites to list.
+pub(crate) struct SiteOptions<'a> {
+    pub binaries: Option<&'a std::path::Path>,
+    pub top: u64,
+}
+
+pub(crate) fn analyse(logs: &[String], burst: u64, two: bool, so: &SiteOptions) -> Result<Analysed, String> {
     let readers: Vec<LogReader> = logs
         .iter()
         .map(|p| crate::open::open(p))
@@ -89,7 +102,7 @@ pub(crate) fn analyse(logs: &[String], burst: u64, two: bool) -> Result<Analysed
     let total = if readers.len() == 1 {
         let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, two);
         progress.done();
-        process_section(&logs[0], &readers[0], &an[0], read, &mut table)
+        process_section(&logs[0], &readers[0], &an[0], read, &mut table, so)
     } else {
         let base = readers
             .iter()
@@ -118,6 +131,7 @@ pub(crate) fn analyse(logs: &[String], burst: u64, two: bool) -> Result<Analysed
                 &an[i],
                 read,
                 &mut table,
+                so,
             ));
         }
         total_section(
@@ -128,7 +142,8 @@ pub(crate) fn analyse(logs: &[String], burst: u64, two: bool) -> Result<Analysed
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
-    let Analysed { sections, total, .. } = analyse(&a.logs, a.burst, !a.one_thread)?;
+    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top };
+    let Analysed { sections, total, .. } = analyse(&a.logs, a.burst, !a.one_thread, &so)?;
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {
@@ -162,8 +177,14 @@ fn process_section(
     a: &Analysis,
     read: ReadReport,
     t: &mut SizeTable,
+    args: &SiteOptions,
 ) -> Section {
     let h = &r.header;
+    // Call sites: a second pass over the log, for logs with stacks only.
+    let sites = crate::sites::has_stacks(r).then(|| {
+        let p = crate::sites::profile(r, args.binaries);
+        crate::sites::SitesReport::of(&p, args.top as usize)
+    });
     let never = NeverFreed::of(&a.sizes, t);
     Section {
         log: Some(path.to_string()),
@@ -205,6 +226,7 @@ fn process_section(
             .report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
         latency: a.lat.report(),
         watch: a.watch.report(h.window),
+        sites,
     }
 }
 
@@ -286,5 +308,6 @@ fn total_section(
             .report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
         latency: m.lat.report(),
         watch: None,
+        sites: None,
     }
 }

@@ -75,7 +75,11 @@ fn section(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     lifetimes(w, s)?;
     threads(w, s)?;
     memory(w, s)?;
-    latency(w, s)
+    latency(w, s)?;
+    if let Some(r) = &s.sites {
+        crate::sites::write_text(w, r)?;
+    }
+    Ok(())
 }
 
 fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {

@@ -47,6 +47,9 @@ pub struct Section {
     /// With capture windows: which window this log is, and the watch log's timeline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watch: Option<super::watch::WatchReport>,
+    /// Call sites, for a log written with stacks (SHIM_STACKS); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sites: Option<crate::sites::SitesReport>,
 }
 
 #[derive(Serialize, Clone, Debug)]

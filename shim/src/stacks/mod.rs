@@ -1,0 +1,207 @@
+//! Call stacks (SHIM_STACKS): which code made a call. After a call returns, while the
+//! caller's frames are still on the stack, the calling thread decides whether to take its
+//! stack (a slow call, a sampled allocation, or every allocation), unwinds it in place
+//! (`unwind.rs`), interns it in the process's stack table (`table.rs`) and writes, into its
+//! own stream, the stack's definition the first time it is seen, the loaded objects it runs
+//! in (`modules.rs`) and a `site` record naming the stack of the call just recorded.
+//!
+//! Nothing here allocates: the table and the module list are fixed-size, mapped once; the
+//! unwinders read the stack and the unwind tables in place.
+mod modules;
+mod sampler;
+mod table;
+mod unwind;
+
+use crate::config::getenv;
+use crate::shared::{self, G};
+use crate::thread::ThreadState;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use recorder::buffer::Args;
+use recorder::event::site_flags;
+use recorder::{Header, Op};
+
+pub const OFF: u8 = 0;
+pub const SLOW: u8 = 1;
+pub const SAMPLE: u8 = 2;
+pub const ALL: u8 = 3;
+const UNREAD: u8 = 0xff;
+
+/// The largest SHIM_STACK_DEPTH.
+pub const MAX_DEPTH: usize = 256;
+const DEFAULT_DEPTH: u32 = 64;
+const DEFAULT_MEAN: u64 = 512 << 10;
+
+static MODE: AtomicU8 = AtomicU8::new(UNREAD);
+static DEPTH: AtomicU32 = AtomicU32::new(DEFAULT_DEPTH);
+static MEAN: AtomicU64 = AtomicU64::new(DEFAULT_MEAN);
+pub(crate) static SEED: AtomicU64 = AtomicU64::new(0);
+static FP: AtomicU8 = AtomicU8::new(0);
+/// A call at least this many clock ticks inside the allocator is slow (0: not yet known).
+static SLOW_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// SHIM_STACKS, read on first use.
+#[inline(always)]
+pub fn mode() -> u8 {
+    let m = MODE.load(Relaxed);
+    if m != UNREAD { m } else { read_settings(G.get().windows.is_some()) }
+}
+
+fn parse_num(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 18 || !s.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.iter().fold(0u64, |n, &c| n * 10 + (c - b'0') as u64))
+}
+
+#[cold]
+#[inline(never)]
+fn read_settings(windows: bool) -> u8 {
+    let asked = getenv(b"SHIM_STACKS").is_some();
+    let mut m = match getenv(b"SHIM_STACKS") {
+        None | Some(b"slow") => SLOW,
+        Some(b"off") | Some(b"0") => OFF,
+        Some(b"sample") => SAMPLE,
+        Some(b"all") => ALL,
+        Some(_) => {
+            shared::say("shim: unknown SHIM_STACKS (off, slow, sample, all); using slow");
+            SLOW
+        }
+    };
+    match getenv(b"SHIM_SAMPLE_BYTES").map(|v| crate::config::parse_size(v).filter(|&n| n > 0)) {
+        None => {}
+        Some(Some(n)) => MEAN.store(n, Relaxed),
+        Some(None) => shared::say("shim: unknown SHIM_SAMPLE_BYTES (a size over 0: 512k, 4M); using 512k"),
+    }
+    match getenv(b"SHIM_STACK_DEPTH").map(parse_num) {
+        None => {}
+        Some(Some(n)) if (1..=MAX_DEPTH as u64).contains(&n) => DEPTH.store(n as u32, Relaxed),
+        Some(_) => shared::say("shim: unknown SHIM_STACK_DEPTH (1 to 256); using 64"),
+    }
+    match getenv(b"SHIM_UNWIND") {
+        None | Some(b"tables") => {}
+        Some(b"fp") => FP.store(1, Relaxed),
+        Some(_) => shared::say("shim: unknown SHIM_UNWIND (tables, fp); using tables"),
+    }
+    if let Some(Some(s)) = getenv(b"SHIM_SAMPLE_SEED").map(parse_num) {
+        SEED.store(s | 1, Relaxed);
+    }
+    if m != OFF && windows {
+        // Each window's log would need the stacks again; the default just stays out of the way.
+        if asked {
+            shared::say("shim: SHIM_STACKS is not supported with capture windows; stacks off");
+        }
+        m = OFF;
+    }
+    if m != OFF && !table::init() {
+        shared::say("shim: cannot map the stack table; stacks off");
+        m = OFF;
+    }
+    if m != OFF {
+        // A fork child's log starts empty: its table and module list start again.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    }
+    MODE.store(m, Relaxed);
+    m
+}
+
+/// What the log header says of the settings (read them first if no call has yet).
+pub fn describe(h: &mut Header, windows: bool) {
+    let mut m = MODE.load(Relaxed);
+    if m == UNREAD {
+        m = read_settings(windows);
+    }
+    h.stacks = Some(["off", "slow", "sample", "all"][m as usize & 3].to_string());
+    if m == SAMPLE {
+        h.sample_bytes = Some(MEAN.load(Relaxed));
+    }
+    if m != OFF {
+        h.unwind = Some(if FP.load(Relaxed) != 0 { "fp" } else { "tables" }.to_string());
+        h.stack_depth = Some(DEPTH.load(Relaxed));
+    }
+}
+
+/// The slow-call threshold in clock ticks: SHIM_STALL at the calibrated rate (at 3 ticks
+/// per ns, a bound for this machine's TSC, until the recorder has calibrated).
+#[inline(always)]
+fn slow_ticks() -> u64 {
+    let t = SLOW_TICKS.load(Relaxed);
+    if t != 0 { t } else { compute_slow_ticks() }
+}
+
+#[cold]
+fn compute_slow_ticks() -> u64 {
+    let ns = G.get().stall_ns.max(1);
+    let tps = f64::from_bits(shared::TPS_BITS.load(Relaxed));
+    if tps > 0.0 {
+        let t = ((ns as f64 * tps / 1e9) as u64).max(1);
+        SLOW_TICKS.store(t, Relaxed);
+        t
+    } else {
+        ns.saturating_mul(3)
+    }
+}
+
+/// After an allocating call was recorded (`ptr` its result, `bytes` asked, `bt` its time
+/// inside the allocator in clock ticks when measured): takes its stack if it is wanted.
+#[inline(always)]
+pub fn after_alloc(st: &mut ThreadState, ts: u64, ptr: u64, bytes: u64, bt: Option<u64>) {
+    let m = mode();
+    if m == OFF {
+        return;
+    }
+    let mut flags = 0;
+    if let Some(b) = bt {
+        if b >= slow_ticks() {
+            flags |= site_flags::SLOW;
+        }
+    }
+    if m >= SAMPLE && ptr != 0 {
+        if m == ALL {
+            flags |= site_flags::ALL;
+        } else if sampler::take(bytes, MEAN.load(Relaxed)) {
+            flags |= site_flags::SAMPLED;
+        }
+    }
+    if flags != 0 {
+        capture(st, ts, flags);
+    }
+}
+
+/// After a free was recorded: its stack if it was slow.
+#[inline(always)]
+pub fn after_free(st: &mut ThreadState, ts: u64, bt: Option<u64>) {
+    if let Some(b) = bt {
+        if mode() != OFF && b >= slow_ticks() {
+            capture(st, ts, site_flags::SLOW);
+        }
+    }
+}
+
+/// Takes the calling thread's stack and writes the records that name it.
+#[cold]
+#[inline(never)]
+fn capture(st: &mut ThreadState, ts: u64, flags: u64) {
+    let mut pcs = [0u64; MAX_DEPTH];
+    let depth = DEPTH.load(Relaxed) as usize;
+    let n = unwind::capture(&mut pcs[..depth], FP.load(Relaxed) != 0);
+    let pcs = &pcs[..n];
+    let (id, new) = table::intern(pcs);
+    if new {
+        modules::ensure(pcs, &mut |op, size, value| emit(st, ts, op, size, value));
+        emit(st, ts, Op::Stack, id as u64, n as u64);
+        for &pc in pcs {
+            emit(st, ts, Op::StackPc, id as u64, pc);
+        }
+    }
+    emit(st, ts, Op::Site, id as u64, flags);
+}
+
+fn emit(st: &mut ThreadState, ts: u64, op: Op, size: u64, value: u64) {
+    crate::hot::finish(st, op, ts, &Args { size, value, ..Args::default() }, None);
+}
+
+/// In a fork child: its log is new, so every stack and object is new to it.
+pub extern "C" fn after_fork_child() {
+    table::reset();
+    modules::reset();
+}

@@ -1,0 +1,75 @@
+//! Call sites: which code made the allocations, the peak, the leaks and the slow calls, from
+//! the stacks a log carries (SHIM_STACKS, format version 4). `collect.rs` reads the log,
+//! `report.rs` ranks the sites for `shimlog stats`; `pprof` and `flamegraph` draw on the
+//! same [`Profile`].
+pub mod collect;
+mod report;
+
+pub use report::{write_text, SitesReport};
+
+use crate::symbols::{Frame, Symbols};
+use collect::Collected;
+use recorder::LogReader;
+use std::path::Path;
+
+/// A log's stacks with their totals and their frames resolved.
+pub struct Profile {
+    pub c: Collected,
+    /// Frames of each stack, innermost first (inlined frames expanded).
+    pub frames: rustc_hash::FxHashMap<u32, Vec<Frame>>,
+
+    pub by_pc: rustc_hash::FxHashMap<u64, Vec<Frame>>,
+    pub mode: String,
+    pub unwind: String,
+    pub issues: Vec<String>,
+}
+
+/// Whether the log was written with stacks at all.
+pub fn has_stacks(r: &LogReader) -> bool {
+    matches!(r.header.stacks.as_deref(), Some("slow" | "sample" | "all"))
+}
+
+/// Reads the log's stacks and resolves their frames.
+pub fn profile(r: &LogReader, binaries: Option<&Path>) -> Profile {
+    let c = collect::collect(r);
+    let mut sym = Symbols::new(&c.mappings, binaries);
+    let mut frames = rustc_hash::FxHashMap::default();
+    let mut by_pc = rustc_hash::FxHashMap::default();
+    for (&id, pcs) in &c.stacks {
+        let mut f = Vec::new();
+        for &pc in pcs {
+            let fr = sym.resolve(pc).to_vec();
+            f.extend(fr.iter().cloned());
+            by_pc.insert(pc, fr);
+        }
+        frames.insert(id, f);
+    }
+    let mut issues = c.issues.clone();
+    issues.extend(sym.issues.drain(..));
+    Profile {
+        mode: r.header.stacks.clone().unwrap_or_default(),
+        unwind: r.header.unwind.clone().unwrap_or_default(),
+        c,
+        frames,
+        by_pc,
+        issues,
+    }
+}
+
+/// Functions that only pass an allocation on (the C library's, C++'s operator new, Rust's
+/// allocation layers): the site is the first frame past them.
+pub fn is_wrapper(f: &str) -> bool {
+    const P: &[&str] = &[
+        "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
+        "operator new", "operator delete", "__rust_alloc", "__rust_realloc", "__rust_alloc_zeroed",
+        "__rdl_", "__rg_", "alloc::", "<alloc::", "std::sys::alloc", "std::sys::pal", "std::alloc",
+        "<std::alloc", "core::", "<core::", "_ZN5alloc",
+    ];
+    P.iter().any(|p| f.starts_with(p))
+}
+
+/// The frame that names stack `id`'s call site.
+pub fn site_frame(p: &Profile, id: u32) -> Option<&Frame> {
+    let f = p.frames.get(&id)?;
+    f.iter().find(|f| !is_wrapper(&f.function)).or(f.first())
+}
