@@ -4,6 +4,8 @@
 //! - `shimlog stats LOG... [--json]`: what the workload did (see stats/).
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
+//! - `shimlog report LOG... [--replay] -o FILE`: one self-contained HTML page (see report/).
+//! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
 use clap::{Parser, Subcommand};
 
 mod ctl;
