@@ -7,6 +7,8 @@
 //! - `shimlog pprof LOG -o FILE [--at peak|end]`, `shimlog flamegraph LOG --by .. -o FILE`:
 //!   the log's stacks as a pprof heap profile, as a flame graph (see sites/).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
+//! - `shimlog report LOG... [--replay] -o FILE`: one self-contained HTML page (see report/).
+//! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
 use clap::{Parser, Subcommand};
 
 mod ctl;
