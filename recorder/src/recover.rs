@@ -172,14 +172,13 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
     let written: HashSet<(u32, u64)> = r.frames.iter().map(|f| (f.h.stream, f.h.first_ticks)).collect();
     bufs.retain(|b| !written.contains(&(b.stream, b.first_ticks)));
     bufs.sort_by_key(|b| (b.stream, b.first_ticks));
-    let hlen = r.frames.first().map_or(r.file_len, |f| f.offset) as usize;
     let whole = r
         .frames
         .iter()
         .map(|f| f.offset + format::FRAME_HEADER_LEN as u64 + f.h.comp_len as u64)
         .max()
-        .unwrap_or(hlen as u64)
-        .max(header_end(&r));
+        .unwrap_or(0)
+        .max(format::PREAMBLE_LEN as u64 + reserved(&File::open(path)?)? as u64);
     let mut header = r.header.clone();
     drop(r);
 
@@ -214,18 +213,7 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
     Ok(out)
 }
 
-/// Where the header ends (the first frame's offset in a log with none yet).
-fn header_end(r: &LogReader) -> u64 {
-    let mut pre = [0u8; format::PREAMBLE_LEN];
-    if r.file_len < pre.len() as u64 {
-        return r.file_len;
-    }
-    match File::open(&r.path).and_then(|f| f.read_exact_at(&mut pre, 0)) {
-        Ok(()) => format::PREAMBLE_LEN as u64 + u32::from_le_bytes([pre[12], pre[13], pre[14], pre[15]]) as u64,
-        Err(_) => r.file_len,
-    }
-}
-
+/// The header's length, from the preamble.
 fn reserved(file: &File) -> io::Result<u32> {
     let mut pre = [0u8; format::PREAMBLE_LEN];
     file.read_exact_at(&mut pre, 0)?;

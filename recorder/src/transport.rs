@@ -38,31 +38,31 @@ impl Pool {
         };
         for _ in 0..prealloc.min(cap) {
             let i = p.made.fetch_add(1, Relaxed);
-            let _ = p.empty.push(p.make(i, 0) as usize);
+            let _ = p.empty.push(p.make(i) as usize);
         }
         p
     }
 
-    /// Buffer number `i`: its slot in the in-flight file, or a new one on the heap.
-    fn make(&self, i: usize, stream: u32) -> *mut Buf {
+    /// Buffer number `i`: its slot in the in-flight file (zeroes), or a new one on the heap.
+    /// Whoever takes it resets it ([`Pool::reuse`]).
+    fn make(&self, i: usize) -> *mut Buf {
         match self.slots.as_ref().and_then(|s| s.slot(i)) {
-            Some(b) => {
-                // A fresh slot is zeroes: only its fields need setting.
-                unsafe { (*b).reset(stream) };
-                b
-            }
-            None => Box::into_raw(Buf::new_boxed(stream)),
+            Some(b) => b,
+            None => Box::into_raw(Buf::new_boxed(0)),
+        }
+    }
+
+    /// Empties `b` for `stream`, for the log the pool's buffers go to now.
+    pub fn reuse(&self, b: *mut Buf, stream: u32) {
+        unsafe {
+            (*b).reset(stream);
+            (*b).log = self.log.load(Relaxed);
         }
     }
 
     /// The in-flight file the buffers live in, if any.
     pub fn inflight(&self) -> Option<&Inflight> {
         self.slots.as_ref()
-    }
-
-    /// Takes the in-flight file out (a clean close removes it; a fork child forgets it).
-    pub fn take_inflight(&mut self) -> Option<Inflight> {
-        self.slots.take()
     }
 
     /// An empty buffer for `stream`: a recycled one, or a new one while under the soft cap
@@ -78,13 +78,10 @@ impl Pool {
                     self.made.fetch_sub(1, Relaxed);
                     return None;
                 }
-                self.make(i, stream)
+                self.make(i)
             }
         };
-        unsafe {
-            (*p).reset(stream);
-            (*p).log = self.log.load(Relaxed);
-        }
+        self.reuse(p, stream);
         Some(p)
     }
 

@@ -115,9 +115,7 @@ impl LogFile {
         }
         let ok = self.write(own);
         // Written (or failed for good): the in-flight slot must not be recovered again.
-        let log = own.log;
         own.reset(0);
-        own.log = log;
         ok
     }
 

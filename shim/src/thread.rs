@@ -202,10 +202,7 @@ fn rearm(st: &mut ThreadState) -> bool {
         }
     } else {
         // A buffer an earlier window's close could not wait for: it belongs to no open log.
-        unsafe {
-            (*st.buf).reset(st.stream);
-            (*st.buf).log = g.pool.log.load(Relaxed);
-        }
+        g.pool.reuse(st.buf, st.stream);
     }
     st.meta = 0;
     st.delivered = false;
