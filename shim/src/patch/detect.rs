@@ -141,8 +141,10 @@ pub fn scan() -> Scan {
                 continue;
             }
             let Ok(name) = s.name() else { continue };
-            // Versioned .dynsym names ("malloc@@VER") are not what programs define.
-            if name.contains('@') {
+            // Versioned .dynsym names ("malloc@@VER") are not what programs define; and
+            // only names an allocator's entry point can have are kept (a large program has
+            // a hundred thousand others, which cost start-up time to copy and hash).
+            if !maybe_entry(name) || name.contains('@') {
                 continue;
             }
             syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
@@ -168,6 +170,20 @@ pub fn scan() -> Scan {
     out
 }
 
+/// Whether `name` can be one of the entry points of entries.rs's tables under any prefix
+/// (or one of mimalloc's unhandled ones): a superset, cheap to test.
+fn maybe_entry(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.starts_with(b"mi_")
+        || b.starts_with(b"tc_")
+        || b.starts_with(b"_Zn")
+        || b.starts_with(b"_Zd")
+        || name.contains("alloc")
+        || name.contains("free")
+        || name.contains("memalign")
+        || name.contains("mallctl")
+}
+
 fn is_ifunc(s: &object::Symbol<'_, '_>) -> bool {
     match s.flags() {
         object::SymbolFlags::Elf { st_info, .. } => st_info & 0xf == object::elf::STT_GNU_IFUNC,
@@ -178,7 +194,7 @@ fn is_ifunc(s: &object::Symbol<'_, '_>) -> bool {
 /// An allocator's own words in a file's read-only data.
 fn marker(file: &object::File<'_>) -> Option<&'static str> {
     let data = file.section_by_name(".rodata")?.data().ok()?;
-    let find = |needle: &[u8]| data.windows(needle.len()).any(|w| w == needle);
+    let find = |needle: &[u8]| memchr::memmem::find(data, needle).is_some();
     if find(b"<jemalloc>") {
         Some("jemalloc")
     } else if find(b"mimalloc: ") {
@@ -321,4 +337,25 @@ fn called_from_outside(file: &object::File<'_>, bias: usize, targets: &[(usize, 
         }
     }
     targets.iter().zip(called).filter(|(_, c)| *c).map(|(t, _)| t.1.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_name_passes_the_filter() {
+        // jemalloc's names come under any prefix (families()); the others unprefixed.
+        let any = ["", "je_", "_rjem_", "mylib_"];
+        for (table, prefixes) in [(STANDARD, &any[..]), (JEMALLOC, &any[..]), (TCMALLOC, &[""]), (MIMALLOC, &[""]), (CXX, &[""])] {
+            for &(name, _) in table {
+                for p in prefixes {
+                    let full = format!("{p}{name}");
+                    assert!(maybe_entry(&full), "{full} is filtered out");
+                }
+            }
+        }
+        assert!(maybe_entry("mi_heap_malloc") && maybe_entry("mi_strdup"));
+        assert!(!maybe_entry("ht_lookup_with_hash") && !maybe_entry("main"));
+    }
 }
