@@ -34,6 +34,7 @@ import logs  # noqa: E402
 import ownalloc  # noqa: E402
 import report  # noqa: E402
 import report_export  # noqa: E402
+import sampled  # noqa: E402
 import runner  # noqa: E402
 import stats_speed  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
@@ -351,6 +352,8 @@ def full():
         f.write(md)
     say("call stacks: unwinding cost and the SHIM_STACKS modes (bench/stacks.py)")
     stacks.write(stacks.measure(smoke=False))
+    say("sampled-only recording: SHIM_RECORD=sample against SHIM_TRACE=0 (bench/sampled.py)")
+    sampled.write(sampled.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -407,6 +410,12 @@ def smoke():
     except Exception as e:  # noqa: BLE001
         failures += 1
         say(f"call stacks smoke failed: {e}")
+    try:
+        n += 1
+        sampled.measure(smoke=True)
+    except Exception as e:  # noqa: BLE001
+        failures += 1
+        say(f"sampled-only recording smoke failed: {e}")
     say(f"smoke: {n - failures} of {n} runs ok")
     return 1 if failures else 0
 

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 pub use tempfile::TempDir;
 
 /// Every backend the shim can forward to, as SHIM_BACKEND spells it.
+pub mod sites;
+
 pub const BACKENDS: [&str; 3] = ["glibc", "jemalloc", "mimalloc"];
 
 /// Calls the C runtime (and the dynamic loader) may make on a program's behalf, beyond the

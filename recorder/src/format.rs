@@ -98,6 +98,10 @@ pub struct Header {
     pub unwind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_depth: Option<u32>,
+    /// SHIM_RECORD: "sample" when only the sampled allocations (mean `sample_bytes`), their
+    /// frees and the slow calls were recorded (absent: every call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<String>,
 }
 
 /// An allocator linked into the program (see [`Header::own_allocators`]).

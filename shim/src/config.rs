@@ -56,8 +56,11 @@ pub struct Config {
     /// SHIM_CRASH_SAFE=1 (the default): the threads' buffers live in the in-flight file
     /// beside the log, so that a process that dies leaves them recoverable.
     pub crash_safe: bool,
+    /// SHIM_RECORD=sample: only the sampled allocations (with their stacks), their frees
+    /// and the slow calls are recorded.
+    pub sample_only: bool,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 15],
+    pub warnings: [Option<&'static str>; 17],
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -183,7 +186,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 15] = [None; 15];
+    let mut w: [Option<&'static str>; 17] = [None; 17];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -308,6 +311,14 @@ pub fn read() -> Config {
             true
         }
     };
+    let sample_only = match getenv(b"SHIM_RECORD") {
+        None | Some(b"") | Some(b"all") => false,
+        Some(b"sample") => true,
+        Some(_) => {
+            w[15] = Some("shim: unknown SHIM_RECORD (accepted: all, sample); recording all");
+            false
+        }
+    };
     let windows = match (window, start, every) {
         // A limit, a control socket or a signal needs somewhere to go on watching: one
         // window from start to exit.
@@ -341,6 +352,12 @@ pub fn read() -> Config {
         log_limit,
         rotate,
         crash_safe,
+        sample_only: if sample_only && windows.is_some() {
+            w[16] = Some("shim: SHIM_RECORD=sample does not go with capture windows (or a limit, control, signal); recording all in the windows");
+            false
+        } else {
+            sample_only
+        },
         warnings: w,
     }
 }

@@ -58,6 +58,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     match crate::state::get() {
         crate::state::OFF => return unsafe { oom(be::malloc(size)) },
         crate::state::WATCHING => return malloc_watched(size),
+        crate::state::SAMPLING => return malloc_sampled(size),
         _ => {}
     }
     malloc_recorded(size)
@@ -68,6 +69,11 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 #[inline(never)]
 fn malloc_watched(size: usize) -> *mut c_void {
     hot::watch(Op::Malloc, || unsafe { oom(be::malloc(size)) })
+}
+
+#[inline(never)]
+fn malloc_sampled(size: usize) -> *mut c_void {
+    crate::sampled::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe { oom(be::malloc(size)) })
 }
 
 #[inline(never)]
@@ -85,6 +91,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     match crate::state::get() {
         crate::state::OFF => return unsafe { be::free(p) },
         crate::state::WATCHING => return free_watched(p),
+        crate::state::SAMPLING => return free_sampled(p),
         _ => {}
     }
     free_recorded(p)
@@ -93,6 +100,11 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 #[inline(never)]
 fn free_watched(p: *mut c_void) {
     hot::watch(Op::Free, || unsafe { be::free(p) })
+}
+
+#[inline(never)]
+fn free_sampled(p: *mut c_void) {
+    crate::sampled::released(Op::Free, Args { ptr: p as u64, ..Args::default() }, || unsafe { be::free(p) })
 }
 
 #[inline(never)]

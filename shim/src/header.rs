@@ -47,9 +47,10 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         parent_log: g.parent_log.clone(),
         fork_ticks: g.fork_ticks,
         inflight: g.pool.inflight().map(|f| f.path.clone()),
+        record: g.sample_only.then(|| "sample".to_string()),
         ..Header::default()
     };
-    crate::stacks::describe(&mut h, g.windows.is_some());
+    crate::stacks::describe(&mut h, g.windows.is_some(), g.sample_only);
     h
 }
 

@@ -27,7 +27,7 @@ fn start_timer(st: &mut ThreadState) -> u64 {
 /// the watchdog marked it (`slow`), else unknown. A difference that comes out negative
 /// (clock reads reordered) is dropped rather than wrapped.
 #[inline(always)]
-fn backend_ticks(st: &ThreadState, t0: u64, slow: bool, end: u64) -> Option<u64> {
+pub(crate) fn backend_ticks(st: &ThreadState, t0: u64, slow: bool, end: u64) -> Option<u64> {
     let start = if t0 != 0 {
         t0
     } else if slow {
@@ -40,7 +40,7 @@ fn backend_ticks(st: &ThreadState, t0: u64, slow: bool, end: u64) -> Option<u64>
 
 /// Whether the watchdog marked the call in progress as slow.
 #[inline(always)]
-fn marked_slow(st: &ThreadState) -> bool {
+pub(crate) fn marked_slow(st: &ThreadState) -> bool {
     st.slow_call.load(Relaxed) == st.calls
 }
 
@@ -69,13 +69,14 @@ pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void
     match state::get() {
         state::OFF => return call(),
         state::WATCHING => return watch(op, call),
+        state::SAMPLING => return crate::sampled::alloc(op, a, call),
         _ => {}
     }
     record_alloc(op, a, call)
 }
 
-/// [`alloc`] for a caller that has read the state already (malloc): neither OFF nor
-/// WATCHING then (a window that closed since is caught by `enter`).
+/// [`alloc`] for a caller that has read the state already (malloc): neither OFF,
+/// WATCHING nor SAMPLING then (a window that closed since is caught by `enter`).
 #[inline(always)]
 pub fn record_alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
@@ -104,6 +105,7 @@ pub fn released(op: Op, a: Args, call: impl FnOnce()) {
     match state::get() {
         state::OFF => return call(),
         state::WATCHING => return watch(op, call),
+        state::SAMPLING => return crate::sampled::released(op, a, call),
         _ => {}
     }
     record_released(op, a, call)
@@ -145,7 +147,7 @@ fn prepare(t: &mut Tls) -> bool {
     }
     t.busy = 1;
     init::ensure_init();
-    let ok = if state::get() != state::RECORDING || t.state == tls::EXITED {
+    let ok = if !state::writing() || t.state == tls::EXITED {
         if !t.state.is_null() {
             shared::count_untraced();
         }
@@ -164,7 +166,7 @@ fn prepare(t: &mut Tls) -> bool {
 
 /// The calling thread's recording state, registering it first if needed.
 #[inline(always)]
-fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
+pub(crate) fn state(t: &mut Tls) -> Option<&'static mut ThreadState> {
     match recording(t) {
         Some(st) => Some(st),
         None if prepare(t) => Some(unsafe { &mut *t.state }),
@@ -210,7 +212,7 @@ fn watch_first<R>(t: &mut Tls, call: impl FnOnce() -> R) -> R {
 /// forward (for good after the final flush; until the next window otherwise).
 #[cold]
 #[inline(never)]
-fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+pub(crate) fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     leave(st);
     st.close();
     match state::get() {
@@ -219,7 +221,7 @@ fn stopped(t: &mut Tls, st: &mut ThreadState, call: impl FnOnce() -> *mut c_void
             shared::count_untraced();
         }
         // A window is open, but this thread could not join it (no buffer to be had).
-        state::RECORDING => shared::count_untraced(),
+        state::RECORDING | state::SAMPLING => shared::count_untraced(),
         // The window closed: the call belongs to the watch.
         _ => {}
     }
@@ -284,7 +286,11 @@ pub extern "C" fn shim_call_end(c: &mut OpenCall, p: *mut c_void, size: usize, a
     } else {
         (Op::Malloc, Args { size: size as u64, ptr: p as u64, ..Args::default() })
     };
-    finish(st, op, ts, &a, backend_ticks(st, c.t0, marked_slow(st), ts));
+    if state::get() == state::SAMPLING {
+        crate::sampled::call_end(st, op, a);
+    } else {
+        finish(st, op, ts, &a, backend_ticks(st, c.t0, marked_slow(st), ts));
+    }
     leave(st);
     tls::get().busy = 0;
     c.open = 0;

@@ -117,6 +117,7 @@ fn init() {
         rotate: cfg.rotate,
         control: cfg.control,
         crash_safe: cfg.crash_safe,
+        sample_only: cfg.sample_only,
         parent_log: None,
         fork_ticks: None,
     });
@@ -133,11 +134,12 @@ fn init() {
         }
     }
     let watching = g.windows.is_some();
+    let g_sample_only = g.sample_only;
     G.set(g);
     if watching {
         state::start_watching();
     } else {
-        state::start_recording();
+        state::start_recording(g_sample_only);
     }
 }
 

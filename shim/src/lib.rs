@@ -2,7 +2,8 @@
 //! each call to the backend chosen at start-up, and records it (hot.rs) into a per-thread
 //! buffer (thread.rs) that the recorder thread (recorder_thread.rs) compresses into the log.
 //! Start-up, fork and exit are in lifecycle.rs; environment variables in config.rs; the
-//! allocators programs link in themselves are found and patched by patch/.
+//! allocators programs link in themselves are found and patched by patch/; SHIM_RECORD=sample's
+//! path (only sampled allocations and their frees recorded) is in sampled/.
 
 mod config;
 mod control;
@@ -14,6 +15,7 @@ mod lifecycle;
 mod logfile;
 mod patch;
 mod recorder_thread;
+mod sampled;
 mod shared;
 mod stacks;
 mod state;

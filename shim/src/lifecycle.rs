@@ -59,7 +59,7 @@ extern "C" fn fork_prepare() {
 extern "C" fn fork_parent() {
     if state::tracing() {
         REGISTRY.unlock();
-        if state::get() != state::RECORDING {
+        if !state::writing() {
             shared::FORKS.fetch_add(1, Relaxed);
         }
         crate::hot::note(recorder::Op::Fork, 0);
@@ -128,6 +128,7 @@ fn restart(forked: bool) {
         rotate: old.rotate,
         control: old.control,
         crash_safe: old.crash_safe,
+        sample_only: old.sample_only,
         parent_log: if forked { Some(old.log_path.clone()) } else { old.parent_log.clone() },
         fork_ticks: if forked { Some(fork_ticks) } else { old.fork_ticks },
     });
@@ -150,7 +151,7 @@ fn restart(forked: bool) {
     if G.get().windows.is_some() {
         state::start_watching();
     } else {
-        state::start_recording();
+        state::start_recording(G.get().sample_only);
     }
     recorder_thread::start();
 }
@@ -162,7 +163,7 @@ fn own_process() -> bool {
 
 /// Before exec: the new image loads the shim afresh, so write everything now.
 pub fn before_exec() -> bool {
-    if !matches!(state::get(), state::RECORDING | state::WATCHING) || !own_process() {
+    if !matches!(state::get(), state::RECORDING | state::SAMPLING | state::WATCHING) || !own_process() {
         return false;
     }
     shared::note_exit(recorder::exit_how::EXEC, 0);

@@ -193,7 +193,7 @@ fn run() {
         let stall = if tps > 0.0 { (g.stall_ns as f64 * tps / 1e9) as u64 } else { u64::MAX };
         let slack = if tps > 0.0 { (TICK_US as f64 * tps / 1e6) as u64 } else { 0 };
         watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
-        if state::get() == state::RECORDING && now.wrapping_sub(last_take) >= ticks_1s / 4 {
+        if state::writing() && now.wrapping_sub(last_take) >= ticks_1s / 4 {
             last_take = now;
             take_idle_buffers(now, ticks_1s);
         }

@@ -42,6 +42,8 @@ pub struct Globals {
     pub control: bool,
     /// SHIM_CRASH_SAFE: buffers in the in-flight file beside the log.
     pub crash_safe: bool,
+    /// SHIM_RECORD=sample: only sampled allocations, their frees and slow calls.
+    pub sample_only: bool,
     /// In a fork child: the parent's log, and the moment of the fork (log ticks).
     pub parent_log: Option<String>,
     pub fork_ticks: Option<u64>,

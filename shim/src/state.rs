@@ -5,12 +5,14 @@
 //!   UNINIT --init--> OFF          (SHIM_TRACE=0, setuid, no log: forward only, for good)
 //!   UNINIT --init--> RECORDING    (every call recorded: one window from start to exit)
 //!   UNINIT --init--> WATCHING     (capture windows: no per-call records between them)
+//!   UNINIT --init--> SAMPLING     (SHIM_RECORD=sample: only sampled allocations, their
+//!                                  frees and slow calls are recorded)
 //!   WATCHING --window opens--> RECORDING        (the recorder: timer, control, signal)
 //!   RECORDING --window closes--> WATCHING       (timer, control, limit, write error)
-//!   RECORDING/WATCHING --stop--> STOPPING  (final flush or a failure: threads hand their
+//!   RECORDING/SAMPLING/WATCHING --stop--> STOPPING  (final flush or a failure: threads hand their
 //!                                  last buffer over; calls are served and counted, unrecorded)
 //!   STOPPING --closed--> CLOSED   (the log is closed; calls counted, unrecorded)
-//!   STOPPING/RECORDING --fork child restarts--> RECORDING
+//!   STOPPING/RECORDING --fork child restarts--> RECORDING (SAMPLING: SAMPLING)
 //!   any --fork child, exec failure--> OFF
 //! ```
 //!
@@ -24,12 +26,14 @@ pub const UNINIT: u8 = 0;
 pub const OFF: u8 = 1;
 /// Between capture windows: calls are not recorded, only marked (for the stall watchdog).
 pub const WATCHING: u8 = 2;
+/// Only sampled allocations (with their frees) and slow calls are recorded.
+pub const SAMPLING: u8 = 3;
 /// Every call is recorded.
-pub const RECORDING: u8 = 3;
+pub const RECORDING: u8 = 4;
 /// Recording is ending (final flush, write failure): calls are served, counted, unrecorded.
-pub const STOPPING: u8 = 4;
+pub const STOPPING: u8 = 5;
 /// Recording is over and the log closed: calls are served, counted, unrecorded.
-pub const CLOSED: u8 = 5;
+pub const CLOSED: u8 = 6;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 
@@ -43,7 +47,14 @@ pub fn get() -> u8 {
 /// handlers have work to do.
 #[inline]
 pub fn tracing() -> bool {
-    matches!(get(), WATCHING | RECORDING | STOPPING)
+    matches!(get(), WATCHING | SAMPLING | RECORDING | STOPPING)
+}
+
+/// Threads write records now (every call, or the sampled ones): they register with a
+/// buffer, and the recorder takes idle threads' buffers.
+#[inline]
+pub fn writing() -> bool {
+    matches!(get(), SAMPLING | RECORDING)
 }
 
 /// Recording has begun to stop (or stopped) for good.
@@ -57,9 +68,10 @@ pub fn init_off() {
     STATE.store(OFF, Release);
 }
 
-/// Initialisation (or a restart after fork or a failed exec) set up a log: record.
-pub fn start_recording() {
-    STATE.store(RECORDING, SeqCst);
+/// Initialisation (or a restart after fork or a failed exec) set up a log: record (every
+/// call, or only the sampled ones).
+pub fn start_recording(sample_only: bool) {
+    STATE.store(if sample_only { SAMPLING } else { RECORDING }, SeqCst);
 }
 
 /// Initialisation set up a watch log: watch until a window opens.
@@ -82,6 +94,7 @@ pub fn close_window() -> bool {
 /// The final flush or a failure: threads stop recording. False if already stopping.
 pub fn begin_stop() -> bool {
     STATE.compare_exchange(RECORDING, STOPPING, SeqCst, Relaxed).is_ok()
+        || STATE.compare_exchange(SAMPLING, STOPPING, SeqCst, Relaxed).is_ok()
         || STATE.compare_exchange(WATCHING, STOPPING, SeqCst, Relaxed).is_ok()
 }
 

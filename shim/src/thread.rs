@@ -180,7 +180,7 @@ pub fn register() -> *mut ThreadState {
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
-    if state::stopping() || !watching && state::get() != state::RECORDING {
+    if state::stopping() || !watching && !state::writing() {
         // The final flush or a window's close may have listed the threads before this
         // one joined.
         unsafe { (*st).halt.store(STOP, SeqCst) };

@@ -85,6 +85,9 @@ fn child_log(path: &str, parent: &str) -> String {
     h.forked = true;
     h.parent_log = Some(parent.to_string());
     h.fork_ticks = Some(3_500);
+    // A sampled-only child (SHIM_RECORD=sample), for `process.sampled_only`.
+    h.record = Some("sample".into());
+    h.sample_bytes = Some(4096);
     let mut l = Log::create(path, &h);
     l.thread(300, 10);
     l.free(300, 100, 0x10_000 + 5 * 0x100);
@@ -170,7 +173,7 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
     for p in ["free_bursts.longest.frees", "read.issues[].log", "dropped.when[].events",
               "failed.<op>", "memory.rss_at_peak.rss_per_live", "latency.slowest[].freed_bytes",
               "lifetimes.never_freed_by_size[].bytes", "cross_thread_frees.top_pairs[].count",
-              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log",
+              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log", "process.sampled_only",
               "sites.by_bytes[].location", "sites.issues[]", "sites.slow[].slow_ns", "sites.by_time[].timed_ns"] {
         assert!(seen.contains(p), "{p} not in the reports");
     }

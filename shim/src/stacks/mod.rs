@@ -43,7 +43,7 @@ static SLOW_TICKS: AtomicU64 = AtomicU64::new(0);
 #[inline(always)]
 pub fn mode() -> u8 {
     let m = MODE.load(Relaxed);
-    if m != UNREAD { m } else { read_settings(G.get().windows.is_some()) }
+    if m != UNREAD { m } else { read_settings(G.get().windows.is_some(), G.get().sample_only) }
 }
 
 fn parse_num(s: &[u8]) -> Option<u64> {
@@ -55,7 +55,7 @@ fn parse_num(s: &[u8]) -> Option<u64> {
 
 #[cold]
 #[inline(never)]
-fn read_settings(windows: bool) -> u8 {
+fn read_settings(windows: bool, sample_only: bool) -> u8 {
     let asked = getenv(b"SHIM_STACKS").is_some();
     let mut m = match getenv(b"SHIM_STACKS") {
         None | Some(b"slow") => SLOW,
@@ -85,6 +85,13 @@ fn read_settings(windows: bool) -> u8 {
     if let Some(Some(s)) = getenv(b"SHIM_SAMPLE_SEED").map(parse_num) {
         SEED.store(s | 1, Relaxed);
     }
+    if sample_only && m != SAMPLE {
+        // The sampled-only log is the sampled allocations' stacks: the sampler must run.
+        if asked {
+            shared::say("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
+        }
+        m = SAMPLE;
+    }
     if m != OFF && windows {
         // Each window's log would need the stacks again; the default just stays out of the way.
         if asked {
@@ -105,10 +112,10 @@ fn read_settings(windows: bool) -> u8 {
 }
 
 /// What the log header says of the settings (read them first if no call has yet).
-pub fn describe(h: &mut Header, windows: bool) {
+pub fn describe(h: &mut Header, windows: bool, sample_only: bool) {
     let mut m = MODE.load(Relaxed);
     if m == UNREAD {
-        m = read_settings(windows);
+        m = read_settings(windows, sample_only);
     }
     h.stacks = Some(["off", "slow", "sample", "all"][m as usize & 3].to_string());
     if m == SAMPLE {
@@ -165,6 +172,27 @@ pub fn after_alloc(st: &mut ThreadState, ts: u64, ptr: u64, bytes: u64, bt: Opti
     if flags != 0 {
         capture(st, ts, flags);
     }
+}
+
+/// SHIM_RECORD=sample: whether an allocation of `bytes` is sampled (the byte sampler of
+/// SHIM_STACKS=sample).
+#[inline(always)]
+pub fn sampled(bytes: u64) -> bool {
+    sampler::take(bytes, MEAN.load(Relaxed))
+}
+
+/// SHIM_RECORD=sample: the stack of the call just recorded, with its `site_flags`.
+#[inline(always)]
+pub fn take(st: &mut ThreadState, ts: u64, flags: u64) {
+    if mode() != OFF {
+        capture(st, ts, flags);
+    }
+}
+
+/// Whether a call that spent `bt` ticks inside the allocator is a slow one.
+#[inline(always)]
+pub fn is_slow(bt: Option<u64>) -> bool {
+    bt.is_some_and(|b| b >= slow_ticks())
 }
 
 /// After a free was recorded: its stack if it was slow.

@@ -97,6 +97,12 @@ pub fn run(a: Args) -> Result<i32, String> {
         }
     }
     let reader = crate::open::open(&a.log)?;
+    if reader.header.record.as_deref() == Some("sample") {
+        return Err(format!(
+            "{}: a sampled-only log (SHIM_RECORD=sample) holds a sample of the calls, not all of them: it cannot be replayed; record with SHIM_RECORD=all (the default) to replay",
+            a.log
+        ));
+    }
     let dir = tempfile::Builder::new()
         .prefix("shimlog-replay-")
         .tempdir()

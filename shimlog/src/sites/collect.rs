@@ -128,6 +128,12 @@ pub fn collect(r: &LogReader) -> Collected {
             last[s] = Some(e);
             continue;
         }
+        if e.op == Op::Stall && e.stream != 0 {
+            // SHIM_RECORD=sample: a slow call on an unsampled block, in its thread's
+            // stream, with its time; the site record after it names its stack.
+            last[s] = Some(e);
+            continue;
+        }
         let (id, v) = (e.size as u32, e.arg);
         match e.op {
             Op::Stack => {

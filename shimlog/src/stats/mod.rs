@@ -202,6 +202,7 @@ fn process_section(
             own_allocators: h.own_allocators.clone(),
             ended: r.ending,
             parent_log: h.parent_log.clone(),
+            sampled_only: h.record.as_deref().filter(|r| *r == "sample").map(|_| h.sample_bytes.unwrap_or(0)),
         }),
         processes: 1,
         backend: h.backend.clone(),

@@ -111,6 +111,13 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             for a in &p.own_allocators {
                 writeln!(w, "   allocator: {}", own_allocator(a, &s.backend, &p.exe))?;
             }
+            if let Some(mean) = p.sampled_only {
+                writeln!(
+                    w,
+                    "   recorded: sampled allocations only (SHIM_RECORD=sample, every {} on average), their frees and the slow calls: the totals below count those; the call sites' are estimates of all",
+                    bytes(mean)
+                )?;
+            }
             if let Some(parent) = &p.parent_log {
                 writeln!(w, "   forked from the process of {parent}")?;
             }

@@ -76,6 +76,10 @@ pub struct Process {
     /// In a fork child's log: the parent's log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_log: Option<String>,
+    /// SHIM_RECORD=sample: the sampling mean in bytes. Only the sampled allocations, their
+    /// frees and the slow calls are in the log: the totals count those.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled_only: Option<u64>,
 }
 
 #[derive(Serialize, Clone, Copy, Debug)]

@@ -1,0 +1,147 @@
+//! SHIM_RECORD=sample: the always-on heap profile. Every call is marked for the stall
+//! watchdog and served; only these reach the log:
+//! - an allocation the byte sampler takes (as SHIM_STACKS=sample takes them: mean
+//!   SHIM_SAMPLE_BYTES), with its stack, and later its free;
+//! - a call that stayed inside the allocator for over SHIM_STALL: a `stall` record (op,
+//!   thread, time) with its stack, or its own record when it is a sampled one.
+//!
+//! Whether a free is one of a sampled block is asked of a lock-free set (`set.rs`), read
+//! in one load for nearly every free. A realloc is recorded by what it did to sampled
+//! blocks: a sampled old block and a sampled result make a `realloc`; a result sampled
+//! from an unsampled old block, a `realloc` from 0 (the old block was never in the log);
+//! a sampled old block replaced by an unsampled result (or freed by size 0), a `free`.
+mod set;
+
+use crate::hot::{self, finish};
+use crate::shared;
+use crate::thread::{enter, leave, ThreadState};
+use crate::tls;
+use core::ffi::c_void;
+use recorder::buffer::Args;
+use recorder::event::site_flags;
+use recorder::{clock, Op};
+
+/// An allocating call (malloc, calloc, realloc, the aligned ones) while sampling.
+#[inline(always)]
+pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let t = tls::get();
+    let Some(st) = hot::state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        return hot::stopped(t, st, call);
+    }
+    // The old block leaves the set before the allocator may hand its address out again.
+    let old_sampled = a.old != 0 && set::remove(a.old);
+    let p = call();
+    let slow = hot::marked_slow(st);
+    let bytes = if a.count != 0 { a.count.saturating_mul(a.size) } else { a.size };
+    let taken = !p.is_null() && crate::stacks::sampled(bytes);
+    if taken || slow || old_sampled {
+        after_alloc(st, op, a, p, taken, slow, old_sampled);
+    }
+    leave(st);
+    t.busy = 0;
+    p
+}
+
+#[cold]
+#[inline(never)]
+fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken: bool, slow: bool, old_sampled: bool) {
+    let ts = clock::after();
+    let bt = if slow { hot::backend_ticks(st, 0, true, ts) } else { None };
+    let slow = crate::stacks::is_slow(bt);
+    let resized = matches!(op, Op::Realloc | Op::Reallocarray);
+    let failed = p.is_null() && resize_bytes(op, &a) != 0;
+    if old_sampled && failed {
+        // A failed realloc: the old block lives on.
+        set::insert(a.old);
+    }
+    let taken = taken && {
+        let ok = set::insert(p as u64);
+        if !ok {
+            shared::count_untraced();
+        }
+        ok
+    };
+    a.ptr = p as u64;
+    let flag = if slow { site_flags::SLOW } else { 0 };
+    if taken {
+        if resized && !old_sampled {
+            a.old = 0;
+        }
+        finish(st, op, ts, &a, bt);
+        crate::stacks::take(st, ts, site_flags::SAMPLED | flag);
+        return;
+    }
+    if old_sampled && !failed {
+        // The sampled block is gone, its replacement unsampled.
+        finish(st, Op::Free, ts, &Args { ptr: a.old, ..Args::default() }, bt);
+        if slow {
+            crate::stacks::take(st, ts, flag);
+        }
+    } else if slow {
+        stall(st, op, ts, bt);
+    }
+}
+
+/// What a resizing call asked for (0: it frees the old block).
+fn resize_bytes(op: Op, a: &Args) -> u64 {
+    if op == Op::Reallocarray { a.count.saturating_mul(a.size) } else { a.size }
+}
+
+/// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block).
+#[inline(always)]
+pub fn released(op: Op, a: Args, call: impl FnOnce()) {
+    let t = tls::get();
+    let Some(st) = hot::state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        hot::stopped(t, st, || {
+            call();
+            core::ptr::null_mut()
+        });
+        return;
+    }
+    // Out of the set before the allocator has the address to give again.
+    let sampled = set::remove(a.ptr);
+    let ts = if sampled { clock::before() } else { 0 };
+    call();
+    let slow = hot::marked_slow(st);
+    if sampled || slow {
+        after_free(st, op, a, ts, sampled, slow);
+    }
+    leave(st);
+    t.busy = 0;
+}
+
+#[cold]
+#[inline(never)]
+fn after_free(st: &mut ThreadState, op: Op, a: Args, ts: u64, sampled: bool, slow: bool) {
+    let end = clock::now();
+    let bt = if slow { hot::backend_ticks(st, 0, true, end) } else { None };
+    let slow = crate::stacks::is_slow(bt);
+    if sampled {
+        finish(st, op, ts, &a, bt);
+        if slow {
+            crate::stacks::take(st, ts, site_flags::SLOW);
+        }
+    } else if slow {
+        stall(st, op, end, bt);
+    }
+}
+
+/// A slow call on a block that is not sampled: a stall record and the stack.
+fn stall(st: &mut ThreadState, op: Op, ts: u64, bt: Option<u64>) {
+    let a = Args { size: op as u64, value: st.tid as u64, ..Args::default() };
+    finish(st, Op::Stall, ts, &a, bt);
+    crate::stacks::take(st, ts, site_flags::SLOW);
+}
+
+/// The C++ operator new glue's second half while sampling (see `hot::shim_call_end`).
+pub fn call_end(st: &mut ThreadState, op: Op, a: Args) {
+    let slow = hot::marked_slow(st);
+    let taken = a.ptr != 0 && crate::stacks::sampled(a.size);
+    if taken || slow {
+        after_alloc(st, op, a, a.ptr as *mut c_void, taken, slow, false);
+    }
+}
