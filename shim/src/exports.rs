@@ -73,7 +73,7 @@ fn malloc_watched(size: usize) -> *mut c_void {
 
 #[inline(never)]
 fn malloc_sampled(size: usize) -> *mut c_void {
-    crate::sampled::alloc(Op::Malloc, Args { size: size as u64, ..Args::default() }, || unsafe { oom(be::malloc(size)) })
+    crate::sampled::malloc(size, || unsafe { oom(be::malloc(size)) })
 }
 
 #[inline(never)]
@@ -104,7 +104,7 @@ fn free_watched(p: *mut c_void) {
 
 #[inline(never)]
 fn free_sampled(p: *mut c_void) {
-    crate::sampled::released(Op::Free, Args { ptr: p as u64, ..Args::default() }, || unsafe { be::free(p) })
+    crate::sampled::free(p, || unsafe { be::free(p) })
 }
 
 #[inline(never)]

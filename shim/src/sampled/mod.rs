@@ -21,6 +21,33 @@ use recorder::buffer::Args;
 use recorder::event::site_flags;
 use recorder::{clock, Op};
 
+/// malloc while sampling: [`alloc`] with nothing to carry but the size, so that the
+/// common case (not sampled, not slow) keeps few values alive across the call.
+#[inline(always)]
+pub fn malloc(size: usize, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    let t = tls::get();
+    let Some(st) = hot::state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        return hot::stopped(t, st, call);
+    }
+    let p = call();
+    let taken = !p.is_null() && crate::stacks::sampled(size as u64);
+    let slow = hot::marked_slow(st);
+    if taken || slow {
+        malloc_noted(st, size, p, taken, slow);
+    }
+    leave(st);
+    t.busy = 0;
+    p
+}
+
+#[cold]
+#[inline(never)]
+fn malloc_noted(st: &mut ThreadState, size: usize, p: *mut c_void, taken: bool, slow: bool) {
+    after_alloc(st, Op::Malloc, Args { size: size as u64, ..Args::default() }, p, taken, slow, false);
+}
+
 /// An allocating call (malloc, calloc, realloc, the aligned ones) while sampling.
 #[inline(always)]
 pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
@@ -87,6 +114,30 @@ fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken:
 /// What a resizing call asked for (0: it frees the old block).
 fn resize_bytes(op: Op, a: &Args) -> u64 {
     if op == Op::Reallocarray { a.count.saturating_mul(a.size) } else { a.size }
+}
+
+/// free while sampling: [`released`] with only the pointer to carry.
+#[inline(always)]
+pub fn free(ptr: *mut c_void, call: impl FnOnce()) {
+    let t = tls::get();
+    let Some(st) = hot::state(t) else { return call() };
+    t.busy = 1;
+    if !enter(st) {
+        hot::stopped(t, st, || {
+            call();
+            core::ptr::null_mut()
+        });
+        return;
+    }
+    let sampled = set::remove(ptr as u64);
+    let ts = if sampled { clock::before() } else { 0 };
+    call();
+    let slow = hot::marked_slow(st);
+    if sampled || slow {
+        after_free(st, Op::Free, Args { ptr: ptr as u64, ..Args::default() }, ts, sampled, slow);
+    }
+    leave(st);
+    t.busy = 0;
 }
 
 /// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block).
