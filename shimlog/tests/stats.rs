@@ -794,3 +794,45 @@ fn memory_stays_bounded_on_a_long_log() {
         assert!(rss < 12 * 1024 + file_kb / 4, "{args:?}: peak RSS {rss} KiB for a log of {file_kb} KiB");
     }
 }
+
+/// Three generations (a shell, its subshell, the subshell's child): the grandchild frees a
+/// block its grandparent made before the first fork, which its parent never freed, and one
+/// its parent made; read together, both frees are matched, none is unknown.
+#[test]
+fn a_grandchild_frees_its_grandparents_block() {
+    let d = dir("grandchild");
+    let mut g = Log::create(&format!("{d}/g.shimlog"), &header(300, 1_000_000_000));
+    g.thread(1, 500);
+    g.malloc(1, 1_000, 100, 0xa000);
+    g.malloc(1, 1_500, 50, 0xa100);
+    let pg = g.finish(true);
+    // The child, forked at 2 us of g's clock; it frees 0xa100, makes 0xc000.
+    let mut h = header(301, 1_000_002_000);
+    h.ppid = 300;
+    h.forked = true;
+    h.parent_log = Some(pg.clone());
+    h.fork_ticks = Some(2_000);
+    let mut c = Log::create(&format!("{d}/c.shimlog"), &h);
+    c.thread(1, 100);
+    c.free(1, 200, 0xa100);
+    c.malloc(1, 300, 30, 0xc000);
+    let pc = c.finish(true);
+    // The grandchild, forked at 1 us of c's clock (after its malloc): frees both.
+    let mut h = header(302, 1_000_003_500);
+    h.ppid = 301;
+    h.forked = true;
+    h.parent_log = Some(pc.clone());
+    h.fork_ticks = Some(1_000);
+    let mut k = Log::create(&format!("{d}/k.shimlog"), &h);
+    k.thread(1, 100);
+    k.free(1, 200, 0xa000);
+    k.free(1, 300, 0xc000);
+    let pk = k.finish(true);
+
+    let j = stats_json(&[&pg, &pc, &pk]);
+    assert_eq!(u(&j["unknown_frees"]), 0, "{}", serde_json::to_string_pretty(&j["logs"]).unwrap());
+    let logs = j["logs"].as_array().unwrap();
+    assert_eq!(u(&logs[1]["inherited"]["frees"]), 1);
+    assert_eq!(u(&logs[2]["inherited"]["frees"]), 2);
+    assert_eq!(u(&logs[2]["inherited"]["bytes_freed"]), 130);
+}

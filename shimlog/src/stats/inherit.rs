@@ -84,7 +84,10 @@ pub fn before_event(
         let po = offsets[f.parent];
         let blocks: HashMap<u64, (u64, u64)> = {
             let p = &an[f.parent];
-            p.heap.live.entries().map(|(ptr, b)| (ptr, (t.size(b.size_id), b.ts_ns + po))).collect()
+            // A grandchild inherits too what its parent inherited and still holds; the
+            // parent's own blocks win an address both name (made again since).
+            let held = p.inherit.iter().flat_map(|i| i.blocks.iter().map(|(&ptr, &b)| (ptr, b)));
+            held.chain(p.heap.live.entries().map(|(ptr, b)| (ptr, (t.size(b.size_id), b.ts_ns + po)))).collect()
         };
         an[f.child].inherit = Some(Inheritance { blocks, offset: offsets[f.child], ..Default::default() });
     }
