@@ -52,7 +52,12 @@ fn malloc_noted(st: &mut ThreadState, size: usize, p: *mut c_void, taken: bool, 
 #[inline(always)]
 pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return call() };
+    let Some(st) = hot::state(t) else {
+        if a.old != 0 && set::remove(a.old) {
+            shared::count_untraced();
+        }
+        return call();
+    };
     t.busy = 1;
     if !enter(st) {
         return hot::stopped(t, st, call);
@@ -120,7 +125,7 @@ fn resize_bytes(op: Op, a: &Args) -> u64 {
 #[inline(always)]
 pub fn free(ptr: *mut c_void, call: impl FnOnce()) {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return call() };
+    let Some(st) = hot::state(t) else { return unrecorded(ptr as u64, call) };
     t.busy = 1;
     if !enter(st) {
         hot::stopped(t, st, || {
@@ -144,7 +149,7 @@ pub fn free(ptr: *mut c_void, call: impl FnOnce()) {
 #[inline(always)]
 pub fn released(op: Op, a: Args, call: impl FnOnce()) {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return call() };
+    let Some(st) = hot::state(t) else { return unrecorded(a.ptr, call) };
     t.busy = 1;
     if !enter(st) {
         hot::stopped(t, st, || {
@@ -179,6 +184,18 @@ fn after_free(st: &mut ThreadState, op: Op, a: Args, ts: u64, sampled: bool, slo
     } else if slow {
         stall(st, op, end, bt);
     }
+}
+
+/// A free this thread cannot record (nested inside the shim, or after its exit): a sampled
+/// block still leaves the set, lest its address, made again, be taken for it; the lost
+/// free is counted.
+#[cold]
+#[inline(never)]
+fn unrecorded(ptr: u64, call: impl FnOnce()) {
+    if set::remove(ptr) {
+        shared::count_untraced();
+    }
+    call()
 }
 
 /// A slow call on a block that is not sampled: a stall record and the stack.
