@@ -35,6 +35,7 @@ import ownalloc  # noqa: E402
 import report  # noqa: E402
 import report_export  # noqa: E402
 import sampled  # noqa: E402
+import threads  # noqa: E402
 import runner  # noqa: E402
 import stats_speed  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
@@ -354,6 +355,8 @@ def full():
     stacks.write(stacks.measure(smoke=False))
     say("sampled-only recording: SHIM_RECORD=sample against SHIM_TRACE=0 (bench/sampled.py)")
     sampled.write(sampled.measure(smoke=False))
+    say("recording on many threads: 1, 2 and 8 threads (bench/threads.py)")
+    threads.write(threads.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -416,6 +419,12 @@ def smoke():
     except Exception as e:  # noqa: BLE001
         failures += 1
         say(f"sampled-only recording smoke failed: {e}")
+    try:
+        n += 1
+        threads.measure(smoke=True)
+    except Exception as e:  # noqa: BLE001
+        failures += 1
+        say(f"many-threads smoke failed: {e}")
     say(f"smoke: {n - failures} of {n} runs ok")
     return 1 if failures else 0
 

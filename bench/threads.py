@@ -1,0 +1,172 @@
+"""Recording cost per event as threads are added (issue 22, item 1), run by make bench and
+on its own:
+
+    python3 bench/threads.py [--smoke] [--write] [REPS]
+
+The same malloc/free loop on 1 thread (bench/workloads/single.c), on 2 threads handing
+every block over (prodcons.c), and on 8 threads each with a ring of its own handing one
+block in 16 to the next (threads8.c), with the same number of events in all three. Each
+runs bare (glibc, no shim), under the shim forwarding only (SHIM_TRACE=0) and recording
+(the default), alternately, REPS times (default 7). Reported per event, medians: the
+wall and CPU (user + system, every thread) time recording adds to the bare run; the
+recorder thread's share of the CPU (perf's per-thread sample counts, when perf can sample
+here); and the context switches per 1000 events, recording and bare.
+
+--write replaces the section "Recording on many threads" of BENCHMARKS.md (or appends it)."""
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads as wl  # noqa: E402
+
+ROOT = wl.ROOT
+TITLE = "## Recording on many threads"
+EVENTS = 8_000_000
+
+
+def build(name):
+    exe = os.path.join(wl.BIN, name)
+    src = os.path.join(ROOT, "bench", "workloads", name + ".c")
+    if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
+        os.makedirs(wl.BIN, exist_ok=True)
+        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
+    return exe
+
+
+def programs(events):
+    pairs = events // 2
+    return [
+        ("1 thread (single)", [build("single"), str(pairs)]),
+        ("2 threads, every free cross-thread (prodcons)", [build("prodcons"), str(pairs), "1"]),
+        ("8 threads, 1 free in 16 cross-thread (threads8)", [build("threads8"), str(pairs // 8), "8"]),
+    ]
+
+
+def run(argv, cfg, logdir):
+    env = wl.clean_env()
+    if cfg != "bare":
+        env["LD_PRELOAD"] = wl.SHIM
+        env["SHIM_LOG"] = os.path.join(logdir, "%e.%p.shimlog")
+        if cfg == "trace0":
+            env["SHIM_TRACE"] = "0"
+    t = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        raise RuntimeError(f"{argv[0]} exited with status {status}")
+    for f in os.listdir(logdir):
+        os.unlink(os.path.join(logdir, f))
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
+
+
+def recorder_share(argv, logdir):
+    """The recorder thread's share of the process's CPU samples under perf (the thread the
+    shim starts first), or None when perf cannot sample here."""
+    if not shutil.which("perf"):
+        return None
+    data = os.path.join(logdir, "perf.data")
+    env = wl.clean_env()
+    env["LD_PRELOAD"] = wl.SHIM
+    env["SHIM_LOG"] = os.path.join(logdir, "%e.%p.shimlog")
+    r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", data, "--"] + argv,
+                       env=env, capture_output=True)
+    if r.returncode != 0:
+        return None
+    rep = subprocess.run(["perf", "report", "-i", data, "--sort", "pid", "--stdio", "--no-children"],
+                         capture_output=True, text=True)
+    rows = []
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\d+):", line)
+        if m:
+            rows.append((int(m.group(2)), float(m.group(1))))
+    for f in os.listdir(logdir):
+        os.unlink(os.path.join(logdir, f))
+    if len(rows) < 2:
+        return None
+    rows.sort()
+    # The main thread has the lowest tid, the recorder (started by the constructor) the next.
+    return rows[1][1] / 100.0
+
+
+def measure_runs(reps, events):
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-threads-") as d:
+        for name, argv in programs(events):
+            res = {c: [] for c in ("bare", "trace0", "rec")}
+            for _ in range(reps):
+                for c in res:
+                    res[c].append(run(argv, c, d))
+            med = {c: [statistics.median(x[i] for x in v) for i in range(4)] for c, v in res.items()}
+            share = recorder_share(argv, d)
+            out.append({"program": name, "med": med, "recorder_share": share})
+    return out
+
+
+def section(rows, reps, events, cmd):
+    L = [TITLE, "",
+         f"`{cmd}` ({reps} repetitions, bare / SHIM_TRACE=0 / recording run alternately, medians; {events / 1e6:.0f} M "
+         "malloc-family events in every program; this shared 2-core machine is noisy).", "",
+         "| program | bare wall (s) | recording adds, wall ns/event | CPU ns/event | SHIM_TRACE=0 adds, CPU ns/event | "
+         "recorder thread's share of CPU | context switches per 1000 events, voluntary + involuntary: recording (bare) |",
+         "|---|---|---|---|---|---|---|"]
+    base = None
+    for r in rows:
+        b, o, c = r["med"]["bare"], r["med"]["trace0"], r["med"]["rec"]
+        wall = (c[0] - b[0]) / events * 1e9
+        cpu = (c[1] - b[1]) / events * 1e9
+        off = (o[1] - b[1]) / events * 1e9
+        if base is None:
+            base = cpu
+        share = f"{r['recorder_share'] * 100:.0f}%" if r["recorder_share"] is not None else "n/a"
+        L.append(f"| {r['program']} | {b[0]:.3f} | {wall:.1f} | {cpu:.1f} ({cpu / base:.2f}x the one thread's) | {off:.1f} | "
+                 f"{share} | {(c[2] + c[3]) / events * 1000:.2f} ({(b[2] + b[3]) / events * 1000:.2f}) |")
+    one, two, eight = [(r["med"]["rec"][1] - r["med"]["bare"][1]) / events * 1e9 for r in rows][:3]
+    L += ["", f"Targets (CPU per event against the one thread's): 2 threads within 1.5x: "
+          f"**{'met' if two <= 1.5 * one else 'not met'}** ({two / one:.2f}x); 8 threads within 2x: "
+          f"**{'met' if eight <= 2 * one else 'not met'}** ({eight / one:.2f}x).", "",
+          "Where the two-thread cost goes. The producer/consumer workload hands every block over through a mutex and "
+          "two condition variables, and bare it already switches context about 10 times per 1000 events; recording "
+          "nearly doubles that (the table's last column), and each switch costs microseconds, which is most of the "
+          "difference with the one-thread figure. No thread waits for a free buffer: the same run with "
+          "SHIM_ON_FULL=drop drops nothing, so the pool is never empty. The recorder thread takes the share shown of "
+          "the CPU on a machine whose 2 cores the two workload threads already fill, so it preempts one of them "
+          "(the involuntary switches), and the handoff's timing changes with it: the consumer finds the queue empty "
+          "more often and sleeps. The 8-thread workload, whose threads hand over one block in 16 without a lock, "
+          "pays about what the one thread pays per event: recording's own cost does not grow with threads (each "
+          "thread writes only its own buffer; the recorder reads each thread's call word once per 500 us tick). "
+          "perf c2c (shared cache lines) needs hardware counters, which this VM does not expose."]
+    return "\n".join(L) + "\n"
+
+
+def write(sec):
+    p = os.path.join(ROOT, "BENCHMARKS.md")
+    text = open(p).read() if os.path.exists(p) else ""
+    m = re.search(r"^" + re.escape(TITLE) + r"\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
+    text = text[:m.start()] + sec + "\n" + text[m.end():] if m else text.rstrip("\n") + "\n\n" + sec
+    open(p, "w").write(text)
+
+
+def measure(smoke, reps=None):
+    reps = 1 if smoke else (reps or 7)
+    events = 80_000 if smoke else EVENTS
+    return section(measure_runs(reps, events), reps, events, "python3 bench/threads.py --write")
+
+
+def main():
+    smoke = "--smoke" in sys.argv
+    nums = [a for a in sys.argv[1:] if a.isdigit()]
+    sec = measure(smoke, int(nums[0]) if nums else None)
+    print(sec)
+    if "--write" in sys.argv and not smoke:
+        write(sec)
+
+
+if __name__ == "__main__":
+    main()
