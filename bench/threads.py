@@ -141,7 +141,14 @@ def section(rows, reps, events, cmd):
           "more often and sleeps. The 8-thread workload, whose threads hand over one block in 16 without a lock, "
           "pays about what the one thread pays per event: recording's own cost does not grow with threads (each "
           "thread writes only its own buffer; the recorder reads each thread's call word once per 500 us tick). "
-          "perf c2c (shared cache lines) needs hardware counters, which this VM does not expose."]
+          "perf c2c (shared cache lines) needs hardware counters, which this VM does not expose.", "",
+          "Tried, not kept: the recorder thread at nice 10 (setpriority in its entry) cut the producer/consumer's "
+          "recording wall time by 15-30% and its context switches by a quarter in two runs of 5-7 rounds, but on a "
+          "machine whose cores are all busy a niced recorder falls behind, and then the program's threads wait "
+          "for free buffers (SHIM_ON_FULL=block): a stall inside malloc, which this project must not cause; the "
+          "8-thread run already switched context twice as often with it. SCHED_IDLE was worse (the recorder starves "
+          "outright). Compressing less (SHIM_ZSTD_LEVEL=-5) or timing nothing (SHIM_TIMING=none) changed nothing "
+          "beyond the noise."]
     return "\n".join(L) + "\n"
 
 
