@@ -4,6 +4,7 @@
 //! anything outside the file, show every section, not be blank, and every number it shows
 //! from the stats document must be the one `shimlog stats --json` prints for the same logs.
 mod synth;
+mod sitelog;
 
 use serde_json::Value;
 use std::path::Path;
@@ -133,7 +134,7 @@ fn one_log_in_chromium() {
     for s in SECTIONS {
         assert!(o.dom.contains(&format!("<section id=\"{s}\"")), "section {s} missing");
     }
-    assert!(o.dom.contains("no call stacks in this log"));
+    assert!(drawn(&o.dom).contains("id=\"no-stacks\""), "a log without stacks: the call-site section says so");
     assert!(o.dom.contains("<svg"), "no chart");
     let stats = stats_json(&[&log]);
     let n = compare(&o.dom, &stats);
@@ -202,6 +203,51 @@ fn replay_backends_side_by_side() {
         assert!(table.contains(&format!(">{b}</td>")), "no {b} row in the replay table");
     }
     assert!(sec.contains("RSS over the replay") && sec.contains("latency CDF"), "overlaid charts missing");
+}
+
+/// A log with stacks (every allocation taken, in two functions' frames): the call-site
+/// section lists the sites with stats' numbers and draws the flame graphs as images.
+#[test]
+fn call_sites_and_flame_graphs() {
+    let Some(browser) = chromium() else {
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
+        return;
+    };
+    use recorder::event::site_flags::ALL;
+    let d = dir("report-sites");
+    let mut h = synth::header(600, 0);
+    h.stacks = Some("all".into());
+    h.unwind = Some("tables".into());
+    h.stack_depth = Some(64);
+    let mut l = synth::Log::create(&format!("{d}/s.shimlog"), &h);
+    l.thread(1, 100);
+    let (exe, main) = sitelog::shimlog_main();
+    sitelog::mapping(&mut l, 1, 200, 0x1000, 1 << 40, 0, &exe, &[]);
+    sitelog::stack(&mut l, 1, 200, 1, 1, &[main]);
+    sitelog::stack(&mut l, 1, 200, 2, 2, &[main + 1, main]);
+    for i in 0..40u64 {
+        let ts = 1_000 + i * 10;
+        l.malloc(1, ts, 100 + i, 0x10_000 + i * 0x1000);
+        sitelog::site(&mut l, 1, ts, 1 + i % 2, ALL);
+    }
+    for i in 0..20u64 {
+        l.free(1, 2_000 + i * 10, 0x10_000 + i * 0x1000);
+    }
+    let log = l.finish(true);
+    let page = format!("{d}/report.html");
+    report(&["report", &log, "-o", &page]);
+    let o = open(browser, &page, &d, &["--dump-dom"]);
+    clean(&o);
+    assert!(!drawn(&o.dom).contains("id=\"no-stacks\""), "the page says there are no stacks");
+    let stats = stats_json(&[&log]);
+    compare(&o.dom, &stats);
+    for f in ["sites.total_alloc_bytes", "sites.by_bytes.0.alloc_bytes", "sites.by_bytes.0.alloc_calls", "sites.leaked.0.leaked_bytes",
+        "sites.live_at_peak.0.live_at_peak_bytes"] {
+        assert!(shown(&o.dom, f), "the page does not show {f}");
+    }
+    for by in ["bytes allocated", "bytes live at the peak", "bytes never freed"] {
+        assert!(drawn(&o.dom).contains(&format!("alt=\"flame graph by {by}\" src=\"data:image/svg+xml")), "no flame graph by {by}");
+    }
 }
 
 /// The checks above can fail: the same page made to fetch an image from elsewhere is caught.

@@ -53,6 +53,53 @@ pub fn folded(p: &Profile, by: By) -> Vec<String> {
     v.into_iter().map(|(w, s)| format!("{s} {w}")).collect()
 }
 
+/// A log's stacks folded by each measure a report draws, with nothing to draw left empty.
+#[derive(Clone, Debug, Default)]
+pub struct Folded {
+    pub graphs: Vec<(By, Vec<String>)>,
+}
+
+impl Folded {
+    pub fn of(p: &Profile) -> Folded {
+        let graphs = [By::AllocBytes, By::LiveAtPeak, By::Leaked, By::Slow]
+            .into_iter()
+            .map(|b| (b, folded(p, b)))
+            .filter(|(_, l)| !l.is_empty())
+            .collect();
+        Folded { graphs }
+    }
+}
+
+impl By {
+    /// What the widths measure, in words.
+    pub fn title(self) -> &'static str {
+        match self {
+            By::AllocBytes => "bytes allocated",
+            By::AllocCalls => "allocations",
+            By::LiveAtPeak => "bytes live at the peak",
+            By::Leaked => "bytes never freed",
+            By::Slow => "time in slow calls",
+        }
+    }
+    fn unit(self) -> &'static str {
+        match self {
+            By::AllocCalls => "calls",
+            By::Slow => "ns",
+            _ => "bytes",
+        }
+    }
+}
+
+/// The flame graph of `lines` (folded, as [`folded`] makes them) as an SVG document.
+pub fn svg(lines: &[String], title: &str, by: By) -> Result<String, String> {
+    let mut o = inferno::flamegraph::Options::default();
+    o.title = title.to_string();
+    o.count_name = by.unit().to_string();
+    let mut out = Vec::new();
+    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut out).map_err(|e| e.to_string())?;
+    String::from_utf8(out).map_err(|e| e.to_string())
+}
+
 pub fn run(a: Args) -> Result<i32, String> {
     let r = crate::open::open(&a.log)?;
     if !sites::has_stacks(&r) {
@@ -66,16 +113,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     if lines.is_empty() {
         return Err(format!("flamegraph: no stack in {} has anything {:?} to show (SHIM_STACKS={})", a.log, a.by, p.mode));
     }
-    let mut o = inferno::flamegraph::Options::default();
-    o.title = format!("{} by {:?}", a.log, a.by);
-    o.count_name = match a.by {
-        By::AllocCalls => "calls",
-        By::Slow => "ns",
-        _ => "bytes",
-    }
-    .to_string();
-    let f = std::fs::File::create(&a.output).map_err(|e| format!("flamegraph: cannot create {}: {e}", a.output.display()))?;
-    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), std::io::BufWriter::new(f))
-        .map_err(|e| format!("flamegraph: writing {}: {e}", a.output.display()))?;
+    let svg = svg(&lines, &format!("{} by {}", a.log, a.by.title()), a.by).map_err(|e| format!("flamegraph: drawing: {e}"))?;
+    std::fs::write(&a.output, svg).map_err(|e| format!("flamegraph: writing {}: {e}", a.output.display()))?;
     Ok(0)
 }

@@ -64,11 +64,26 @@ pub fn build(logs: &[String], an: &Analysed, replay_asked: bool, replays: Vec<Va
         "memory": memory,
         "latency_cdf": cdf,
         "thread_pairs": threads.pairs(),
-        // Call stacks are not in the log format yet: the call-site section says so.
-        "stacks": Value::Null,
+        // Each process's flame graphs (SVG documents, shown as images), when its log has stacks.
+        "flames": flames(&sections),
         "replay_asked": replay_asked,
         "replays": replays,
     })
+}
+
+fn flames(sections: &[&crate::stats::section::Section]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (i, s) in sections.iter().enumerate() {
+        let Some(f) = &s.folded else { continue };
+        for (by, lines) in &f.graphs {
+            let title = format!("{} (pid {}) by {}", short_exe(s), s.process.as_ref().map_or(0, |p| p.pid), by.title());
+            match crate::flamegraph::svg(lines, &title, *by) {
+                Ok(svg) => out.push(json!({"section": i, "by": by.title(), "svg": svg})),
+                Err(e) => eprintln!("shimlog: note: the flame graph by {} could not be drawn: {e}", by.title()),
+            }
+        }
+    }
+    out
 }
 
 fn short_exe(s: &crate::stats::section::Section) -> String {

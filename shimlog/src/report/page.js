@@ -46,6 +46,7 @@
   function raw(v) { return typeof v === "object" ? JSON.stringify(v) : String(v); }
   function val(path, fmt) {
     const v = get(S, path);
+    if (v === undefined) return `<span class="none">-</span>`; // not in this log (no RSS samples, say)
     return `<span data-field="${esc(path)}" data-raw="${esc(raw(v))}">${esc((fmt || count)(v))}</span>`;
   }
   // A table cell: {v: raw value, f: formatter, field: stats path or none, num: right-aligned}.
@@ -292,7 +293,36 @@
   }
 
   // Call sites.
-  section("sec-sites", "Call sites", D.stacks ? "" : `<p class="note" id="no-stacks">no call stacks in this log: call sites and a flame graph need a log recorded with call stacks</p>`);
+  {
+    let h = "";
+    procs.forEach(({ s, base }, i) => {
+      const st = s.sites;
+      if (!st) return;
+      const pr = s.process || {};
+      const q = path => p(base, "sites." + path);
+      h += `<h3>${esc(pr.exe || "")} (pid ${esc(pr.pid)}): SHIM_STACKS=${esc(st.mode)}, ${val(q("stacks"))} stacks</h3>`;
+      if (st.estimated) h += `<p class="note">sampled every ${esc(bytes(st.sample_bytes))} on average: the totals are estimates (each sample weighted 1 / (1 - exp(-size / mean)))</p>`;
+      if (pr.sampled_only) h += `<p class="note">a sampled-only log (SHIM_RECORD=sample): only the sampled allocations, their frees and the slow calls were recorded</p>`;
+      h += cards([["allocated", val(q("total_alloc_bytes"), bytes)], ["allocations", val(q("total_alloc_calls"))],
+        ["live at the peak", val(q("total_live_at_peak_bytes"), bytes)], ["never freed", val(q("total_leaked_bytes"), bytes)]]);
+      const where = r => r.location ? `${r.function} (${r.location})` : r.function;
+      const lists = [["by_bytes", "by bytes allocated", "alloc_bytes", bytes, "alloc_calls", count],
+        ["live_at_peak", "live at the peak", "live_at_peak_bytes", bytes, "live_at_peak_objects", count],
+        ["leaked", "never freed", "leaked_bytes", bytes, "leaked_objects", count],
+        ["slow", "slow calls", "slow_ns", ns, "slow_calls", count]];
+      for (const [list, title, f1, fmt1, f2, fmt2] of lists) {
+        const rows = st[list] || [];
+        if (!rows.length) continue;
+        h += `<h3>${esc(title)}</h3>` + table([{ h: "site" }, { h: f1.replace(/_/g, " "), num: 1 }, { h: f2.replace(/_/g, " "), num: 1 }, { h: "stack" }],
+          rows.map((r, j) => [c(where(r)), c(r[f1], fmt1, q(`${list}.${j}.${f1}`)), c(r[f2], fmt2, q(`${list}.${j}.${f2}`)), c((r.stack || []).slice(0, 6).join(" < "))]));
+      }
+      if ((st.issues || []).length) h += `<p class="note">${esc(st.issues.join("; "))}</p>`;
+      for (const f of D.flames.filter(f => f.section === i)) {
+        h += `<figure class="flame"><img alt="flame graph by ${esc(f.by)}" src="data:image/svg+xml;charset=utf-8,${encodeURIComponent(f.svg)}"><figcaption>flame graph by ${esc(f.by)} (\`shimlog flamegraph\` writes it on its own, interactive)</figcaption></figure>`;
+      }
+    });
+    section("sec-sites", "Call sites", h || `<p class="note" id="no-stacks">no call stacks in this log: call sites and a flame graph need a log recorded with call stacks (SHIM_STACKS=sample or all, or SHIM_RECORD=sample)</p>`);
+  }
 
   // The replay.
   {

@@ -181,10 +181,13 @@ fn process_section(
 ) -> Section {
     let h = &r.header;
     // Call sites: a second pass over the log, for logs with stacks only.
-    let sites = crate::sites::has_stacks(r).then(|| {
-        let p = crate::sites::profile(r, args.binaries);
-        crate::sites::SitesReport::of(&p, args.top as usize)
-    });
+    let (sites, folded) = match crate::sites::has_stacks(r) {
+        true => {
+            let p = crate::sites::profile(r, args.binaries);
+            (Some(crate::sites::SitesReport::of(&p, args.top as usize)), Some(crate::flamegraph::Folded::of(&p)))
+        }
+        false => (None, None),
+    };
     let never = NeverFreed::of(&a.sizes, t);
     Section {
         log: Some(path.to_string()),
@@ -228,6 +231,7 @@ fn process_section(
         latency: a.lat.report(),
         watch: a.watch.report(h.window),
         sites,
+        folded,
     }
 }
 
@@ -310,5 +314,6 @@ fn total_section(
         latency: m.lat.report(),
         watch: None,
         sites: None,
+        folded: None,
     }
 }

@@ -50,6 +50,9 @@ pub struct Section {
     /// Call sites, for a log written with stacks (SHIM_STACKS); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sites: Option<crate::sites::SitesReport>,
+    /// The same stacks folded for flame graphs (the report draws them; not in --json).
+    #[serde(skip)]
+    pub folded: Option<crate::flamegraph::Folded>,
 }
 
 #[derive(Serialize, Clone, Debug)]
