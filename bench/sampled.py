@@ -12,7 +12,6 @@ run, and the sampled allocations the log holds.
 --write replaces the section "Sampled-only recording" of BENCHMARKS.md (or appends it)."""
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stacks  # noqa: E402
+import sections  # noqa: E402
 import workloads as wl  # noqa: E402
 
 ROOT = wl.ROOT
@@ -167,11 +167,7 @@ def section(rows, rate, pair, reps, cmd):
 
 
 def write(sec):
-    p = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(p).read() if os.path.exists(p) else ""
-    m = re.search(r"^" + re.escape(TITLE) + r"\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + sec + "\n" + text[m.end():] if m else text.rstrip("\n") + "\n\n" + sec
-    open(p, "w").write(text)
+    sections.write(TITLE, sec)
 
 
 def measure(smoke, reps=None):
@@ -183,14 +179,5 @@ def measure(smoke, reps=None):
     return section(rows, rate, pair, reps, "python3 bench/sampled.py --write")
 
 
-def main():
-    smoke = "--smoke" in sys.argv
-    nums = [a for a in sys.argv[1:] if a.isdigit()]
-    sec = measure(smoke, int(nums[0]) if nums else None)
-    print(sec)
-    if "--write" in sys.argv and not smoke:
-        write(sec)
-
-
 if __name__ == "__main__":
-    main()
+    sections.main(measure, TITLE)

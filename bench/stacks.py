@@ -14,7 +14,6 @@
 
 --write replaces the section "Call stacks" of BENCHMARKS.md (or appends it)."""
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sections  # noqa: E402
 import workloads as wl  # noqa: E402
 
 ROOT = wl.ROOT
@@ -155,28 +155,16 @@ def section(unw, mds, reps, cmd):
 
 
 def write(sec):
-    p = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(p).read() if os.path.exists(p) else ""
-    m = re.search(r"^## Call stacks\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + sec + "\n" + text[m.end():] if m else text.rstrip("\n") + "\n\n" + sec
-    open(p, "w").write(text)
+    sections.write("## Call stacks", sec)
 
 
-def measure(smoke):
+def measure(smoke, reps=None):
     """The section's text (a smoke run: one repetition, tiny sizes, to check it works)."""
-    reps = 1 if smoke else 9
+    reps = 1 if smoke else (reps or 9)
     unw = unwinding(reps, 2_000 if smoke else 200_000)
     mds = modes(reps, smoke)
     return section(unw, mds, reps, "python3 bench/stacks.py --write")
 
 
-def main():
-    smoke = "--smoke" in sys.argv
-    sec = measure(smoke)
-    print(sec)
-    if "--write" in sys.argv and not smoke:
-        write(sec)
-
-
 if __name__ == "__main__":
-    main()
+    sections.main(measure, "## Call stacks")

@@ -23,6 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sections  # noqa: E402
 import workloads as wl  # noqa: E402
 
 ROOT = wl.ROOT
@@ -153,11 +154,7 @@ def section(rows, reps, events, cmd):
 
 
 def write(sec):
-    p = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(p).read() if os.path.exists(p) else ""
-    m = re.search(r"^" + re.escape(TITLE) + r"\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + sec + "\n" + text[m.end():] if m else text.rstrip("\n") + "\n\n" + sec
-    open(p, "w").write(text)
+    sections.write(TITLE, sec)
 
 
 def measure(smoke, reps=None):
@@ -166,14 +163,5 @@ def measure(smoke, reps=None):
     return section(measure_runs(reps, events), reps, events, "python3 bench/threads.py --write")
 
 
-def main():
-    smoke = "--smoke" in sys.argv
-    nums = [a for a in sys.argv[1:] if a.isdigit()]
-    sec = measure(smoke, int(nums[0]) if nums else None)
-    print(sec)
-    if "--write" in sys.argv and not smoke:
-        write(sec)
-
-
 if __name__ == "__main__":
-    main()
+    sections.main(measure, TITLE)

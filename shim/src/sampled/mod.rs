@@ -124,32 +124,20 @@ fn resize_bytes(op: Op, a: &Args) -> u64 {
 /// free while sampling: [`released`] with only the pointer to carry.
 #[inline(always)]
 pub fn free(ptr: *mut c_void, call: impl FnOnce()) {
-    let t = tls::get();
-    let Some(st) = hot::state(t) else { return unrecorded(ptr as u64, call) };
-    t.busy = 1;
-    if !enter(st) {
-        hot::stopped(t, st, || {
-            call();
-            core::ptr::null_mut()
-        });
-        return;
-    }
-    let sampled = set::remove(ptr as u64);
-    let ts = if sampled { clock::before() } else { 0 };
-    call();
-    let slow = hot::marked_slow(st);
-    if sampled || slow {
-        after_free(st, Op::Free, Args { ptr: ptr as u64, ..Args::default() }, ts, sampled, slow);
-    }
-    leave(st);
-    t.busy = 0;
+    release(Op::Free, ptr as u64, || Args { ptr: ptr as u64, ..Args::default() }, call)
 }
 
 /// A call that only releases a block (`free`, `free_sized`; `a.ptr` is the block).
 #[inline(always)]
 pub fn released(op: Op, a: Args, call: impl FnOnce()) {
+    release(op, a.ptr, || a, call)
+}
+
+/// Both: `args` makes the record's arguments, needed only when the block was sampled.
+#[inline(always)]
+fn release(op: Op, ptr: u64, args: impl FnOnce() -> Args, call: impl FnOnce()) {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return unrecorded(a.ptr, call) };
+    let Some(st) = hot::state(t) else { return unrecorded(ptr, call) };
     t.busy = 1;
     if !enter(st) {
         hot::stopped(t, st, || {
@@ -159,12 +147,12 @@ pub fn released(op: Op, a: Args, call: impl FnOnce()) {
         return;
     }
     // Out of the set before the allocator has the address to give again.
-    let sampled = set::remove(a.ptr);
+    let sampled = set::remove(ptr);
     let ts = if sampled { clock::before() } else { 0 };
     call();
     let slow = hot::marked_slow(st);
     if sampled || slow {
-        after_free(st, op, a, ts, sampled, slow);
+        after_free(st, op, args(), ts, sampled, slow);
     }
     leave(st);
     t.busy = 0;
