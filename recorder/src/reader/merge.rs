@@ -73,6 +73,7 @@ impl<'a> Events<'a> {
                 r,
                 comp: Vec::new(),
                 dctx: None,
+                cols: None,
                 ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
                 scale: format::NsScale::of(h),
                 pext: crate::cpu::has_fast_pext(),

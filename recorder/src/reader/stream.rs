@@ -85,6 +85,8 @@ pub(super) struct Src<'a> {
     pub(super) r: &'a LogReader,
     pub(super) comp: Vec<u8>,
     pub(super) dctx: Option<zstd::bulk::Decompressor<'static>>,
+    /// Rebuilds columnar frames' records.
+    pub(super) cols: Option<Box<crate::columns::Reader>>,
     /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
     pub(super) ticks_are_ns: bool,
     pub(super) scale: format::NsScale,
@@ -246,7 +248,7 @@ impl Src<'_> {
             c.cur_offset = info.offset;
             self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
             let r = self.r;
-            if let Err(reason) = r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut c.data) {
+            if let Err(reason) = r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut self.cols, &mut c.data) {
                 self.issues.push(ReadIssue::CorruptFrame {
                     offset: info.offset,
                     reason,
