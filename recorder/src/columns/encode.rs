@@ -43,9 +43,16 @@ fn slot(p: u64) -> usize {
 
 #[inline(always)]
 fn put(col: &mut Vec<u8>, v: u64) {
-    let mut b = [0u8; varint::MAX_LEN];
-    let n = varint::put(&mut b, v);
-    col.extend_from_slice(&b[..n]);
+    if col.capacity() - col.len() < varint::MAX_LEN {
+        col.reserve(4096);
+    }
+    // SAFETY: the capacity after len holds MAX_LEN bytes, what put_raw writes at most; the
+    // bytes it wrote are initialised.
+    unsafe {
+        let at = col.as_mut_ptr().add(col.len());
+        let end = varint::put_raw(at, v);
+        col.set_len(col.len() + end.offset_from(at) as usize);
+    }
 }
 
 impl Encoder {
