@@ -1,12 +1,18 @@
-//! Columns back into a frame's records (row encoding, the same bytes the thread wrote).
+//! Columns back into records: one at a time for the reader's merge ([`Decoder::next`]), or
+//! into a buffer's row encoding, the same bytes the thread wrote ([`Decoder::decode`]).
 use super::model::Model;
 use super::*;
-use crate::buffer::{Args, Buf};
+use crate::buffer::{Args, Buf, RawArgs, RawRecord};
 use crate::event::Field;
-use crate::varint::{self, unzigzag};
+use crate::varint::unzigzag;
 
+/// Where a frame's columns are being read, and the predictions so far.
 pub struct Decoder {
     model: Model,
+    pos: [usize; N_COLS],
+    /// Records decoded, of `n`.
+    i: usize,
+    n: usize,
     pub tuning: Tuning,
 }
 
@@ -16,94 +22,129 @@ impl Default for Decoder {
     }
 }
 
-/// One column as it is read.
-struct Col<'a> {
-    data: &'a [u8],
-    pos: usize,
-    name: usize,
-}
-
-impl Col<'_> {
-    #[inline(always)]
-    fn get(&mut self) -> Result<u64, String> {
-        varint::get(self.data, &mut self.pos).ok_or_else(|| format!("column {} ends early", COLUMN_NAMES[self.name]))
-    }
+#[cold]
+fn short(col: usize) -> String {
+    format!("column {} ends early", COLUMN_NAMES[col])
 }
 
 impl Decoder {
     pub fn new() -> Decoder {
-        Decoder { model: Model::new(), tuning: Tuning::default() }
+        Decoder { model: Model::new(), pos: [0; N_COLS], i: 0, n: 0, tuning: Tuning::default() }
     }
 
-    /// Rebuilds `n` records from `cols` into `out` (reset for `stream` first).
-    pub fn decode(&mut self, cols: &Columns, n: u32, first_ticks: u64, stream: u32, out: &mut Buf) -> Result<(), String> {
-        out.reset(stream);
+    /// Starts on a frame of `n` records whose columns are `cols`.
+    pub fn start(&mut self, cols: &Columns, n: u32, first_ticks: u64) -> Result<(), String> {
         self.model.reset(first_ticks);
-        let ops = &cols.0[OPS];
-        if ops.len() != n as usize {
-            return Err(format!("{} operations for {n} records", ops.len()));
+        self.pos = [0; N_COLS];
+        self.i = 0;
+        self.n = 0;
+        if cols.0[OPS].len() != n as usize {
+            return Err(format!("{} operations for {n} records", cols.0[OPS].len()));
         }
-        let mut c: [Col; N_COLS] = std::array::from_fn(|i| Col { data: &cols.0[i], pos: 0, name: i });
-        let [_, time, size, alloc, free, miss, other, backend] = &mut c;
-        for &tag in ops.iter() {
-            let op = Op::from_u8(tag & COL_OP_MASK).ok_or_else(|| format!("unknown operation {}", tag & COL_OP_MASK))?;
-            let m = &mut self.model;
-            let tv = unzigzag(time.get()?);
-            let dt = if self.tuning.dod { tv.wrapping_add(m.last_dt) } else { tv };
-            m.last_dt = dt;
-            let ticks = m.last_ticks.wrapping_add(dt as u64);
-            m.last_ticks = ticks;
-            let mut a = Args::default();
-            let verbatim = tag & COL_VERBATIM != 0;
-            let frees = op.is_free();
-            for f in op.layout() {
-                match f {
-                    Field::Size => a.size = size.get()?,
-                    Field::Count if op.is_alloc_family() => a.count = other.get()?,
-                    Field::Align if op.is_alloc_family() => a.align = other.get()?,
-                    Field::Old | Field::Ptr if !op.is_alloc_family() => return Err(format!("{op:?} with a pointer")),
-                    Field::Old | Field::Ptr if *f == Field::Old || frees => {
-                        // The released block, and the model moves on at once (as the
-                        // encoder's did, before predicting the new block).
-                        // (free_sized's size is read: it comes before the pointer.)
-                        let sized = if op == Op::FreeSized { Some(a.size) } else { None };
-                        let (p, known) = if verbatim {
-                            (other.get()?, sized)
-                        } else {
-                            let (p, hit) = self.freed(free, miss)?;
-                            (p, hit.or(sized))
-                        };
-                        if *f == Field::Old {
-                            a.old = p
-                        } else {
-                            a.ptr = p
-                        }
-                        self.model.freed(p, known);
+        self.n = n as usize;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn get(&mut self, cols: &Columns, c: usize) -> Result<u64, String> {
+        crate::varint::get(&cols.0[c], &mut self.pos[c]).ok_or_else(|| short(c))
+    }
+
+    /// The frame's next record, `Ok(None)` after the last (when every column was used up).
+    #[inline(always)]
+    pub fn next(&mut self, cols: &Columns) -> Result<Option<RawRecord>, String> {
+        if self.i >= self.n {
+            return self.end(cols);
+        }
+        let tag = cols.0[OPS][self.i];
+        self.i += 1;
+        let op = Op::from_u8(tag & COL_OP_MASK).ok_or_else(|| format!("unknown operation {}", tag & COL_OP_MASK))?;
+        let tv = unzigzag(self.get(cols, TIME)?);
+        let m = &mut self.model;
+        let dt = if self.tuning.dod { tv.wrapping_add(m.last_dt) } else { tv };
+        m.last_dt = dt;
+        let ticks = m.last_ticks.wrapping_add(dt as u64);
+        m.last_ticks = ticks;
+        let mut a = RawArgs::default();
+        // The two records of nearly every log with their layout a constant.
+        match op {
+            Op::Malloc if tag & COL_VERBATIM == 0 => {
+                a.size = self.get(cols, SIZE)?;
+                let d = unzigzag(self.get(cols, ALLOC)?) << 3;
+                let base = if self.tuning.class_alloc { self.model.alloc_base(a.size) } else { self.model.last_alloc };
+                a.ptr = base.wrapping_add(d as u64);
+                self.model.allocated(a.ptr, a.size);
+            }
+            Op::Free if tag & COL_VERBATIM == 0 => {
+                let (p, known) = self.freed(cols)?;
+                a.ptr = p;
+                self.model.freed(p, known);
+            }
+            _ if op.is_alloc_family() => self.alloc_fields(cols, op, tag & COL_VERBATIM != 0, &mut a)?,
+            _ => {
+                for f in op.layout() {
+                    match f {
+                        Field::Size => a.size = self.get(cols, SIZE)?,
+                        _ => a.value = self.get(cols, OTHER)?,
                     }
-                    Field::Ptr => {
-                        a.ptr = if verbatim {
-                            other.get()?
-                        } else {
-                            let d = unzigzag(alloc.get()?) << 3;
-                            let bsize = block_size(op, a.size, a.count);
-                            let base = if self.tuning.class_alloc { self.model.alloc_base(bsize) } else { self.model.last_alloc };
-                            base.wrapping_add(d as u64)
-                        };
-                        self.model.allocated(a.ptr, block_size(op, a.size, a.count));
-                    }
-                    _ => a.value = other.get()?,
                 }
             }
-            let bt = if tag & COL_TIMED != 0 { Some(backend.get()?) } else { None };
-            if !out.has_room() {
-                return Err("records overflow a buffer".into());
-            }
-            out.push(op, ticks, &a, bt);
         }
-        // (The operations were read as bytes, and counted above.)
-        for col in &c[1..] {
-            if col.pos != col.data.len() {
-                return Err(format!("column {} has {} bytes left over", COLUMN_NAMES[col.name], col.data.len() - col.pos));
+        let backend_ticks = if tag & COL_TIMED != 0 { Some(self.get(cols, BACKEND)?) } else { None };
+        Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
+    }
+
+    /// After the last record: every column must be used up.
+    #[cold]
+    fn end(&self, cols: &Columns) -> Result<Option<RawRecord>, String> {
+        {
+            for c in 1..N_COLS {
+                if self.pos[c] != cols.0[c].len() {
+                    return Err(format!("column {} has {} bytes left over", COLUMN_NAMES[c], cols.0[c].len() - self.pos[c]));
+                }
+            }
+            Ok(None)
+        }
+    }
+
+    #[inline(always)]
+    fn alloc_fields(&mut self, cols: &Columns, op: Op, verbatim: bool, a: &mut RawArgs) -> Result<(), String> {
+        let frees = op.is_free();
+        for f in op.layout() {
+            match f {
+                Field::Size => a.size = self.get(cols, SIZE)?,
+                Field::Count => a.count = self.get(cols, OTHER)?,
+                Field::Align => a.align = self.get(cols, OTHER)?,
+                Field::Old | Field::Ptr if *f == Field::Old || frees => {
+                    // The released block, and the model moves on at once (as the encoder's
+                    // did, before predicting the new block). free_sized's size is read: it
+                    // comes before the pointer.
+                    let sized = if op == Op::FreeSized { Some(a.size) } else { None };
+                    let (p, known) = if verbatim {
+                        (self.get(cols, OTHER)?, sized)
+                    } else {
+                        let (p, hit) = self.freed(cols)?;
+                        (p, hit.or(sized))
+                    };
+                    if *f == Field::Old {
+                        a.old = p
+                    } else {
+                        a.ptr = p
+                    }
+                    self.model.freed(p, known);
+                }
+                Field::Old | Field::Ptr => {
+                    let bsize = block_size(op, a.size, a.count);
+                    a.ptr = if verbatim {
+                        self.get(cols, OTHER)?
+                    } else {
+                        let d = unzigzag(self.get(cols, ALLOC)?) << 3;
+                        let base = if self.tuning.class_alloc { self.model.alloc_base(bsize) } else { self.model.last_alloc };
+                        base.wrapping_add(d as u64)
+                    };
+                    self.model.allocated(a.ptr, bsize);
+                }
+                Field::Value | Field::Tid => return Err(format!("{op:?} with a value")),
             }
         }
         Ok(())
@@ -112,10 +153,10 @@ impl Decoder {
     /// A released pointer (free, realloc's old block), and its size when it was allocated
     /// in this frame.
     #[inline(always)]
-    fn freed(&self, free: &mut Col, miss: &mut Col) -> Result<(u64, Option<u64>), String> {
-        match free.get()? {
+    fn freed(&mut self, cols: &Columns) -> Result<(u64, Option<u64>), String> {
+        match self.get(cols, FREE)? {
             0 => {
-                let d = unzigzag(miss.get()?) << 3;
+                let d = unzigzag(self.get(cols, MISS)?) << 3;
                 Ok((self.model.last_free.wrapping_add(d as u64), None))
             }
             1 => Ok((0, None)),
@@ -129,5 +170,21 @@ impl Decoder {
                 Ok((p, Some(s)))
             }
         }
+    }
+
+    /// Rebuilds the `n` records of `cols` into `out` (reset for `stream` first), in the row
+    /// encoding.
+    pub fn decode(&mut self, cols: &Columns, n: u32, first_ticks: u64, stream: u32, out: &mut Buf) -> Result<(), String> {
+        out.reset(stream);
+        self.start(cols, n, first_ticks)?;
+        while let Some(r) = self.next(cols)? {
+            if !out.has_room() {
+                return Err("records overflow a buffer".into());
+            }
+            let x = &r.args;
+            let a = Args { size: x.size, count: x.count, align: x.align, old: x.old, ptr: x.ptr, value: x.value };
+            out.push(r.op, r.ticks, &a, r.backend_ticks);
+        }
+        Ok(())
     }
 }

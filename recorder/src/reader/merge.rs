@@ -139,6 +139,8 @@ impl<'a> Events<'a> {
                     data: Vec::new(),
                     state: DecodeState::default(),
                     cur_offset: 0,
+                    columnar: false,
+                    cols: None,
                     batch: Box::new([Event::default(); BATCH]),
                     keys: Box::new([EMPTY; BATCH]),
                     len: 0,
@@ -160,6 +162,7 @@ impl<'a> Events<'a> {
         c.tid = 0;
         c.frames = frames.into_iter();
         c.data.clear();
+        c.columnar = false;
         c.state = DecodeState::default();
         c.cur_offset = 0;
         if self.src.refill(c, slot) {

@@ -287,20 +287,11 @@ impl LogReader {
         }
     }
 
-    /// Reads and decompresses one frame's records into `out` (a columnar frame's rebuilt);
-    /// `comp`, `dctx` and `cols` are reused across frames so that reading allocates nothing
-    /// per frame once warm.
-    fn read_frame(
-        &self,
-        fi: &FrameInfo,
-        comp: &mut Vec<u8>,
-        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
-        cols: &mut Option<Box<crate::columns::Reader>>,
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
+    /// A frame's body: in the mapping, or read into `comp`.
+    fn body<'a>(&'a self, fi: &FrameInfo, comp: &'a mut Vec<u8>) -> Result<&'a [u8], String> {
         let clen = fi.h.comp_len as usize;
         let at = fi.offset + format::FRAME_HEADER_LEN as u64;
-        let body: &[u8] = match &self.map {
+        Ok(match &self.map {
             // The index only holds frames that end inside the file.
             Some(m) => &m.bytes()[at as usize..at as usize + clen],
             None => {
@@ -313,7 +304,40 @@ impl LogReader {
                 self.file.read_exact_at(comp, at).map_err(|e| e.to_string())?;
                 comp
             }
-        };
+        })
+    }
+
+    /// Reads a columnar frame's columns into `cols` (the reader's merge decodes them itself,
+    /// without the rows).
+    pub(super) fn read_columns(
+        &self,
+        fi: &FrameInfo,
+        comp: &mut Vec<u8>,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        cols: &mut crate::columns::Columns,
+    ) -> Result<(), String> {
+        if self.version < format::COLUMNAR_VERSION {
+            return Err(format!("a columnar frame in a version {} log", self.version));
+        }
+        let body = self.body(fi, comp)?;
+        if dctx.is_none() {
+            *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
+        }
+        crate::columns::unpack(body, dctx.as_mut().expect("decompressor"), cols)
+    }
+
+    /// Reads and decompresses one frame's records into `out` (a columnar frame's rebuilt);
+    /// `comp`, `dctx` and `cols` are reused across frames so that reading allocates nothing
+    /// per frame once warm.
+    fn read_frame(
+        &self,
+        fi: &FrameInfo,
+        comp: &mut Vec<u8>,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        cols: &mut Option<Box<crate::columns::Reader>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let body = self.body(fi, comp)?;
         if dctx.is_none() {
             *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
         }
