@@ -41,17 +41,30 @@ fn slot(p: u64) -> usize {
     ((p >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
 }
 
+/// Appends `v` as a varint. Up to 8 bytes (values below 2^56) without a branch on the
+/// length: the 7-bit groups spread into bytes, the continuation bits or-ed in, 8 bytes
+/// stored and the length advanced by what counts.
 #[inline(always)]
-fn put(col: &mut Vec<u8>, v: u64) {
+pub(super) fn put(col: &mut Vec<u8>, v: u64) {
     if col.capacity() - col.len() < varint::MAX_LEN {
         col.reserve(4096);
     }
-    // SAFETY: the capacity after len holds MAX_LEN bytes, what put_raw writes at most; the
-    // bytes it wrote are initialised.
+    let n = (64 - (v | 1).leading_zeros()).div_ceil(7) as usize;
+    // SAFETY: the capacity after len holds MAX_LEN bytes, what either store writes at most;
+    // the bytes that len then covers were written.
     unsafe {
         let at = col.as_mut_ptr().add(col.len());
-        let end = varint::put_raw(at, v);
-        col.set_len(col.len() + end.offset_from(at) as usize);
+        if n <= 8 {
+            let x = (v & 0x0fff_ffff) | ((v & 0x00ff_ffff_f000_0000) << 4);
+            let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
+            let x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
+            let cont = 0x8080_8080_8080_8080u64 & ((1u64 << (8 * (n - 1))) - 1);
+            at.cast::<u64>().write_unaligned((x | cont).to_le());
+            col.set_len(col.len() + n);
+        } else {
+            let end = varint::put_raw(at, v);
+            col.set_len(col.len() + end.offset_from(at) as usize);
+        }
     }
 }
 

@@ -131,3 +131,19 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The encoder's varints are the format's: what varint::get reads back, one after another.
+    #[test]
+    fn column_varints_read_back(vs in prop::collection::vec(prop_oneof![0u64..128, 0u64..1 << 14, 0u64..1 << 56, any::<u64>()], 0..100)) {
+        let mut col = Vec::new();
+        for &v in &vs {
+            super::encode::put(&mut col, v);
+        }
+        let mut pos = 0;
+        for &v in &vs {
+            prop_assert_eq!(crate::varint::get(&col, &mut pos), Some(v));
+        }
+        prop_assert_eq!(pos, col.len());
+    }
+}
