@@ -20,7 +20,7 @@ import logs  # noqa: E402
 import runner  # noqa: E402
 from workloads import BACKENDS, OUT, ROOT, SHIM, workloads  # noqa: E402
 
-SIZES = {"single": 1_500_000, "demo": 100_000, "python3": 1_500}
+SIZES = {"single": 1_500_000, "prodcons": 1_000_000, "realloc_aligned": 100_000, "demo": 100_000, "python3": 1_500, "gcc": 1}
 
 
 def one(w, backend, lib, tag):

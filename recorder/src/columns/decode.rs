@@ -22,6 +22,30 @@ impl Default for Decoder {
     }
 }
 
+/// The columns being read, and where.
+struct View<'a> {
+    data: [&'a [u8]; N_COLS],
+    pos: [usize; N_COLS],
+}
+
+impl View<'_> {
+    #[inline(always)]
+    fn get(&mut self, c: usize) -> Result<u64, String> {
+        crate::varint::get(self.data[c], &mut self.pos[c]).ok_or_else(|| short(c))
+    }
+}
+
+/// After the last record: every column must be used up.
+#[cold]
+fn end(v: &View) -> Result<Option<RawRecord>, String> {
+    for c in 1..N_COLS {
+        if v.pos[c] != v.data[c].len() {
+            return Err(format!("column {} has {} bytes left over", COLUMN_NAMES[c], v.data[c].len() - v.pos[c]));
+        }
+    }
+    Ok(None)
+}
+
 #[cold]
 fn short(col: usize) -> String {
     format!("column {} ends early", COLUMN_NAMES[col])
@@ -45,21 +69,44 @@ impl Decoder {
         Ok(())
     }
 
+    /// Hands the frame's next records to `f` until it returns false or the frame ends
+    /// (`Ok(false)` then). The columns' positions are kept in locals meanwhile (in the
+    /// decoder they went through memory between fields).
     #[inline(always)]
-    fn get(&mut self, cols: &Columns, c: usize) -> Result<u64, String> {
-        crate::varint::get(&cols.0[c], &mut self.pos[c]).ok_or_else(|| short(c))
+    pub fn run(&mut self, cols: &Columns, mut f: impl FnMut(RawRecord) -> bool) -> Result<bool, String> {
+        let mut v = View { data: std::array::from_fn(|c| &cols.0[c][..]), pos: self.pos };
+        let r = loop {
+            match self.step(&mut v) {
+                Ok(Some(rec)) => {
+                    if !f(rec) {
+                        break Ok(true);
+                    }
+                }
+                Ok(None) => break Ok(false),
+                Err(e) => break Err(e),
+            }
+        };
+        self.pos = v.pos;
+        r
     }
 
     /// The frame's next record, `Ok(None)` after the last (when every column was used up).
-    #[inline(always)]
     pub fn next(&mut self, cols: &Columns) -> Result<Option<RawRecord>, String> {
+        let mut v = View { data: std::array::from_fn(|c| &cols.0[c][..]), pos: self.pos };
+        let r = self.step(&mut v);
+        self.pos = v.pos;
+        r
+    }
+
+    #[inline(always)]
+    fn step(&mut self, v: &mut View) -> Result<Option<RawRecord>, String> {
         if self.i >= self.n {
-            return self.end(cols);
+            return end(v);
         }
-        let tag = cols.0[OPS][self.i];
+        let tag = v.data[OPS][self.i];
         self.i += 1;
         let op = Op::from_u8(tag & COL_OP_MASK).ok_or_else(|| format!("unknown operation {}", tag & COL_OP_MASK))?;
-        let tv = unzigzag(self.get(cols, TIME)?);
+        let tv = unzigzag(v.get(TIME)?);
         let m = &mut self.model;
         let dt = if self.tuning.dod { tv.wrapping_add(m.last_dt) } else { tv };
         m.last_dt = dt;
@@ -69,61 +116,49 @@ impl Decoder {
         // The two records of nearly every log with their layout a constant.
         match op {
             Op::Malloc if tag & COL_VERBATIM == 0 => {
-                a.size = self.get(cols, SIZE)?;
-                let d = unzigzag(self.get(cols, ALLOC)?) << 3;
+                a.size = v.get(SIZE)?;
+                let d = unzigzag(v.get(ALLOC)?) << 3;
                 let base = if self.tuning.class_alloc { self.model.alloc_base(a.size) } else { self.model.last_alloc };
                 a.ptr = base.wrapping_add(d as u64);
                 self.model.allocated(a.ptr, a.size);
             }
             Op::Free if tag & COL_VERBATIM == 0 => {
-                let (p, known) = self.freed(cols)?;
+                let (p, known) = self.freed(v)?;
                 a.ptr = p;
                 self.model.freed(p, known);
             }
-            _ if op.is_alloc_family() => self.alloc_fields(cols, op, tag & COL_VERBATIM != 0, &mut a)?,
+            _ if op.is_alloc_family() => self.alloc_fields(v, op, tag & COL_VERBATIM != 0, &mut a)?,
             _ => {
                 for f in op.layout() {
                     match f {
-                        Field::Size => a.size = self.get(cols, SIZE)?,
-                        _ => a.value = self.get(cols, OTHER)?,
+                        Field::Size => a.size = v.get(SIZE)?,
+                        _ => a.value = v.get(OTHER)?,
                     }
                 }
             }
         }
-        let backend_ticks = if tag & COL_TIMED != 0 { Some(self.get(cols, BACKEND)?) } else { None };
+        let backend_ticks = if tag & COL_TIMED != 0 { Some(v.get(BACKEND)?) } else { None };
         Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
     }
 
-    /// After the last record: every column must be used up.
-    #[cold]
-    fn end(&self, cols: &Columns) -> Result<Option<RawRecord>, String> {
-        {
-            for c in 1..N_COLS {
-                if self.pos[c] != cols.0[c].len() {
-                    return Err(format!("column {} has {} bytes left over", COLUMN_NAMES[c], cols.0[c].len() - self.pos[c]));
-                }
-            }
-            Ok(None)
-        }
-    }
 
     #[inline(always)]
-    fn alloc_fields(&mut self, cols: &Columns, op: Op, verbatim: bool, a: &mut RawArgs) -> Result<(), String> {
+    fn alloc_fields(&mut self, v: &mut View, op: Op, verbatim: bool, a: &mut RawArgs) -> Result<(), String> {
         let frees = op.is_free();
         for f in op.layout() {
             match f {
-                Field::Size => a.size = self.get(cols, SIZE)?,
-                Field::Count => a.count = self.get(cols, OTHER)?,
-                Field::Align => a.align = self.get(cols, OTHER)?,
+                Field::Size => a.size = v.get(SIZE)?,
+                Field::Count => a.count = v.get(OTHER)?,
+                Field::Align => a.align = v.get(OTHER)?,
                 Field::Old | Field::Ptr if *f == Field::Old || frees => {
                     // The released block, and the model moves on at once (as the encoder's
                     // did, before predicting the new block). free_sized's size is read: it
                     // comes before the pointer.
                     let sized = if op == Op::FreeSized { Some(a.size) } else { None };
                     let (p, known) = if verbatim {
-                        (self.get(cols, OTHER)?, sized)
+                        (v.get(OTHER)?, sized)
                     } else {
-                        let (p, hit) = self.freed(cols)?;
+                        let (p, hit) = self.freed(v)?;
                         (p, hit.or(sized))
                     };
                     if *f == Field::Old {
@@ -136,9 +171,9 @@ impl Decoder {
                 Field::Old | Field::Ptr => {
                     let bsize = block_size(op, a.size, a.count);
                     a.ptr = if verbatim {
-                        self.get(cols, OTHER)?
+                        v.get(OTHER)?
                     } else {
-                        let d = unzigzag(self.get(cols, ALLOC)?) << 3;
+                        let d = unzigzag(v.get(ALLOC)?) << 3;
                         let base = if self.tuning.class_alloc { self.model.alloc_base(bsize) } else { self.model.last_alloc };
                         base.wrapping_add(d as u64)
                     };
@@ -153,10 +188,10 @@ impl Decoder {
     /// A released pointer (free, realloc's old block), and its size when it was allocated
     /// in this frame.
     #[inline(always)]
-    fn freed(&mut self, cols: &Columns) -> Result<(u64, Option<u64>), String> {
-        match self.get(cols, FREE)? {
+    fn freed(&mut self, v: &mut View) -> Result<(u64, Option<u64>), String> {
+        match v.get(FREE)? {
             0 => {
-                let d = unzigzag(self.get(cols, MISS)?) << 3;
+                let d = unzigzag(v.get(MISS)?) << 3;
                 Ok((self.model.last_free.wrapping_add(d as u64), None))
             }
             1 => Ok((0, None)),

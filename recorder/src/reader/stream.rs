@@ -264,22 +264,10 @@ impl Src<'_> {
                     break;
                 }
             };
-            if rec.op.is_alloc_family() && rec.ticks > cut {
-                self.after_cut += 1;
-                continue;
+            if let Some(e) = self.general(&rec, &mut tid, stream, cut) {
+                batch[len] = e;
+                len += 1;
             }
-            if rec.op == Op::ThreadStart {
-                tid = rec.args.value as u32;
-            }
-            let mut value = rec.args.value;
-            if rec.op == Op::End {
-                self.clean_end = true;
-                if value != 0 {
-                    value = self.ns(value);
-                }
-            }
-            batch[len] = self.raw_event(&rec, tid, stream, value);
-            len += 1;
         }
         c.state = state;
         c.tid = tid;
@@ -293,43 +281,44 @@ impl Src<'_> {
         let (batch, cd) = (&mut *c.batch, c.cols.as_mut().expect("columns"));
         let (cols, dec) = (&cd.0, &mut cd.1);
         let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
-        while len < BATCH {
-            let rec = match dec.next(cols) {
-                Ok(Some(rec)) => rec,
-                Ok(None) => {
-                    c.columnar = false;
-                    break;
-                }
-                Err(reason) => {
-                    self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
-                    c.columnar = false;
-                    break;
-                }
-            };
-            if rec.op.is_alloc_family() {
-                if rec.ticks > cut {
-                    self.after_cut += 1;
-                    continue;
-                }
-                batch[len] = self.raw_event(&rec, tid, stream, 0);
+        let ran = dec.run(cols, |rec| {
+            if let Some(e) = self.general(&rec, &mut tid, stream, cut) {
+                batch[len] = e;
                 len += 1;
-                continue;
             }
-            if rec.op == Op::ThreadStart {
-                tid = rec.args.value as u32;
+            len < BATCH
+        });
+        match ran {
+            Ok(true) => {}
+            Ok(false) => c.columnar = false,
+            Err(reason) => {
+                self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
+                c.columnar = false;
             }
-            let mut value = rec.args.value;
-            if rec.op == Op::End {
-                self.clean_end = true;
-                if value != 0 {
-                    value = self.ns(value);
-                }
-            }
-            batch[len] = self.raw_event(&rec, tid, stream, value);
-            len += 1;
         }
         c.tid = tid;
         len
+    }
+
+    /// The event of a record of any kind: None for a call stamped after the cut; a
+    /// thread_start sets the stream's tid, an end's cut is converted to ns.
+    #[inline(always)]
+    fn general(&mut self, rec: &crate::buffer::RawRecord, tid: &mut u32, stream: u32, cut: u64) -> Option<Event> {
+        if rec.op.is_alloc_family() && rec.ticks > cut {
+            self.after_cut += 1;
+            return None;
+        }
+        if rec.op == Op::ThreadStart {
+            *tid = rec.args.value as u32;
+        }
+        let mut value = rec.args.value;
+        if rec.op == Op::End {
+            self.clean_end = true;
+            if value != 0 {
+                value = self.ns(value);
+            }
+        }
+        Some(self.raw_event(rec, *tid, stream, value))
     }
 
     /// Frame `fi` has been read: the mapping is released up to the first frame still to be
