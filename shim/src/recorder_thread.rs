@@ -163,7 +163,13 @@ fn run() {
         while let Some(b) = g.pool.next_full() {
             drained += 1;
             let ok = match target(&mut main, &mut win) {
-                Some(f) => f.write(unsafe { &*b }),
+                Some(f) => {
+                    // Columns only when no other full buffer waits: packing them costs the
+                    // recorder 35-50 ns a record more than zstd alone, which must never make
+                    // the program wait for a free buffer (BENCHMARKS.md, "Columnar frames").
+                    f.hurry(g.pool.pending() > 0);
+                    f.write(unsafe { &*b })
+                }
                 None => true,
             };
             g.pool.give_back(b);
