@@ -18,7 +18,7 @@ const TICK_US: u64 = 500;
 
 /// Full buffers waiting beyond which the recorder writes row frames (zstd alone) instead of
 /// columnar ones, to catch up.
-const HURRY_PENDING: usize = 8;
+const HURRY_PENDING: usize = 32;
 
 /// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
 /// allocate on the new thread before it could mark itself internal).
