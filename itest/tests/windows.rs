@@ -191,13 +191,13 @@ fn log_limit_rotate() {
     let out = run_windows(
         dir.path(),
         "3",
-        &[("SHIM_LOG_LIMIT", "120k"), ("SHIM_LOG_FULL", "rotate"), ("SHIM_WINDOW", "200ms"), ("SHIM_EVERY", "400ms")],
+        &[("SHIM_LOG_LIMIT", "48k"), ("SHIM_LOG_FULL", "rotate"), ("SHIM_WINDOW", "200ms"), ("SHIM_EVERY", "400ms")],
     );
     out.assert_success("windows.c with SHIM_LOG_FULL=rotate");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let logs = list_files(dir.path());
     let total: u64 = logs.iter().map(|p| std::fs::metadata(p).expect("stat").len()).sum();
-    assert!(total <= 120 * 1024 + 70 * 1024, "{total} bytes of logs for a 120 KiB limit: {logs:?}");
+    assert!(total <= 48 * 1024 + 70 * 1024, "{total} bytes of logs for a 48 KiB limit: {logs:?}");
     let (_, watch) = events(&dir.path().join("w.0.shimlog"));
     let deleted: Vec<u64> = watch
         .iter()
