@@ -48,7 +48,7 @@ def frames(path):
             if stream != 0:
                 thread_records[stream] = thread_records.get(stream, 0) + nrec
             records += nrec
-            raw += raw_len
+            raw += raw_len & 0x7FFFFFFF  # bit 31: a columnar frame (version 5)
             comp += comp_len
             pos += FRAME.size + comp_len
         size = f.seek(0, 2)

@@ -167,12 +167,13 @@ fn log_limit_stop() {
         run(c)
     };
     plain.assert_success("windows.c without the shim");
-    let out = run_windows(dir.path(), "1.5", &[("SHIM_LOG_LIMIT", "100k"), ("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "1100ms")]);
-    out.assert_success("windows.c with SHIM_LOG_LIMIT=100k");
+    // (40 KiB: a second of windows.c now takes less than 100 KiB, in columnar frames.)
+    let out = run_windows(dir.path(), "1.5", &[("SHIM_LOG_LIMIT", "40k"), ("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "1100ms")]);
+    out.assert_success("windows.c with SHIM_LOG_LIMIT=40k");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let logs = list_files(dir.path());
     let total: u64 = logs.iter().map(|p| std::fs::metadata(p).expect("stat").len()).sum();
-    assert!(total <= 100 * 1024 + 70 * 1024, "{total} bytes of logs for a 100 KiB limit: {logs:?}");
+    assert!(total <= 40 * 1024 + 70 * 1024, "{total} bytes of logs for a 40 KiB limit: {logs:?}");
     let (_, watch) = events(&dir.path().join("w.0.shimlog"));
     let marks: Vec<(u64, u64)> = watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
     assert!(marks.contains(&(1, window_event::END_LIMIT)), "{marks:?}");
@@ -190,13 +191,13 @@ fn log_limit_rotate() {
     let out = run_windows(
         dir.path(),
         "3",
-        &[("SHIM_LOG_LIMIT", "120k"), ("SHIM_LOG_FULL", "rotate"), ("SHIM_WINDOW", "200ms"), ("SHIM_EVERY", "400ms")],
+        &[("SHIM_LOG_LIMIT", "48k"), ("SHIM_LOG_FULL", "rotate"), ("SHIM_WINDOW", "200ms"), ("SHIM_EVERY", "400ms")],
     );
     out.assert_success("windows.c with SHIM_LOG_FULL=rotate");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let logs = list_files(dir.path());
     let total: u64 = logs.iter().map(|p| std::fs::metadata(p).expect("stat").len()).sum();
-    assert!(total <= 120 * 1024 + 70 * 1024, "{total} bytes of logs for a 120 KiB limit: {logs:?}");
+    assert!(total <= 48 * 1024 + 70 * 1024, "{total} bytes of logs for a 48 KiB limit: {logs:?}");
     let (_, watch) = events(&dir.path().join("w.0.shimlog"));
     let deleted: Vec<u64> = watch
         .iter()
@@ -219,7 +220,8 @@ impl Drop for Mount {
     }
 }
 
-/// A full disk (a 256 KiB tmpfs) under a window: the window closes, the program runs on
+/// A full disk (a 96 KiB tmpfs; 256 KiB no longer filled up with columnar logs) under a
+/// window: the window closes, the program runs on
 /// watched and exits 0 with its output whole, the shim says so in one line, and the watch
 /// log says when and why (the failed log is cut back to its last whole frame, which gives
 /// the watch log room).
@@ -229,7 +231,7 @@ fn a_full_disk_closes_the_window() {
     let mnt = dir.path().join("full");
     std::fs::create_dir(&mnt).expect("mkdir");
     let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=96k", "tmpfs"])
         .arg(&mnt)
         .stderr(std::process::Stdio::null())
         .status()

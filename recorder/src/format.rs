@@ -11,8 +11,13 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"SHIMLOG\0";
 /// The version this build writes (2 added the `free_sized` record; 3 the watch records:
 /// `stall`, `alloc_stat`, `window`, `thread_seen`; 4 the call-site records: `stack`,
-/// `stack_pc`, `site`, `mapping*`, and `exit`, `recovered`).
-pub const VERSION: u16 = 4;
+/// `stack_pc`, `site`, `mapping*`, and `exit`, `recovered`; 5 columnar frames, see
+/// [`crate::columns`]).
+pub const VERSION: u16 = 5;
+/// The first version whose frames may be columnar.
+pub const COLUMNAR_VERSION: u16 = 5;
+/// Bit 31 of a frame header's raw_len word: the body is columnar (version 5).
+pub const RAW_LEN_COLUMNAR: u32 = 1 << 31;
 /// The oldest version this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 pub const PREAMBLE_LEN: usize = 16;
@@ -195,6 +200,9 @@ pub struct FrameHeader {
     pub comp_len: u32,
     pub first_ticks: u64,
     pub last_ticks: u64,
+    /// The body is columns ([`crate::columns`]) that rebuild the `raw_len` bytes of records,
+    /// rather than one zstd frame of them (version 5; bit 31 of the raw_len word).
+    pub columnar: bool,
 }
 
 impl FrameHeader {
@@ -203,7 +211,8 @@ impl FrameHeader {
         b[0..4].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
         b[4..8].copy_from_slice(&self.stream.to_le_bytes());
         b[8..12].copy_from_slice(&self.n_records.to_le_bytes());
-        b[12..16].copy_from_slice(&self.raw_len.to_le_bytes());
+        let raw = self.raw_len | if self.columnar { RAW_LEN_COLUMNAR } else { 0 };
+        b[12..16].copy_from_slice(&raw.to_le_bytes());
         b[16..20].copy_from_slice(&self.comp_len.to_le_bytes());
         b[20..28].copy_from_slice(&self.first_ticks.to_le_bytes());
         b[28..36].copy_from_slice(&self.last_ticks.to_le_bytes());
@@ -229,7 +238,8 @@ impl FrameHeader {
         let h = FrameHeader {
             stream: u32at(4),
             n_records: u32at(8),
-            raw_len: u32at(12),
+            raw_len: u32at(12) & !RAW_LEN_COLUMNAR,
+            columnar: u32at(12) & RAW_LEN_COLUMNAR != 0,
             comp_len: u32at(16),
             first_ticks: u64at(20),
             last_ticks: u64at(28),

@@ -6,6 +6,7 @@
 
 pub mod buffer;
 pub mod clock;
+pub mod columns;
 pub mod cpu;
 pub mod ending;
 pub mod event;

@@ -180,6 +180,7 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
         .unwrap_or(0)
         .max(format::PREAMBLE_LEN as u64 + reserved(&File::open(path)?)? as u64);
     let mut header = r.header.clone();
+    let columnar = r.version >= format::COLUMNAR_VERSION;
     drop(r);
 
     let file = File::options().read(true).write(true).open(path)?;
@@ -189,7 +190,8 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
         return Err(io::Error::last_os_error());
     }
     unsafe { libc::lseek(fd, whole as libc::off_t, libc::SEEK_SET) };
-    let mut w = LogWriter::new(fd, 1)?;
+    // Frames of the kind the log's version holds (a log an older shim wrote gets row frames).
+    let mut w = if columnar { LogWriter::new(fd, 1)? } else { LogWriter::rows(fd, 1)? };
     let mut out = Recovered { log: path.to_string(), ..Default::default() };
     let mut last = 0u64;
     for b in &bufs {

@@ -212,7 +212,7 @@ proptest! {
             } else {
                 (body, claimed_raw)
             };
-            let h = FrameHeader { stream, n_records, raw_len, comp_len: body.len() as u32, first_ticks: first, last_ticks: last };
+            let h = FrameHeader { stream, n_records, raw_len, comp_len: body.len() as u32, first_ticks: first, last_ticks: last, columnar: false };
             b.extend_from_slice(&h.encode());
             b.extend_from_slice(&body);
         }

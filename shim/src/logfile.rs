@@ -78,6 +78,11 @@ impl LogFile {
         say(&format!("shim: writing log {} failed: {e}; {what}, the program continues", self.path));
     }
 
+    /// Row frames rather than columnar ones while the recorder is behind (LogWriter::hurry).
+    pub fn hurry(&mut self, on: bool) {
+        self.w.hurry(on);
+    }
+
     /// Writes one buffer as a frame. False if this write failed (said once on stderr).
     pub fn write(&mut self, b: &Buf) -> bool {
         if self.failed {

@@ -16,6 +16,10 @@ use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
 
+/// Full buffers waiting beyond which the recorder writes row frames (zstd alone) instead of
+/// columnar ones, to catch up.
+const HURRY_PENDING: usize = 32;
+
 /// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
 /// allocate on the new thread before it could mark itself internal).
 pub fn start() {
@@ -163,7 +167,14 @@ fn run() {
         while let Some(b) = g.pool.next_full() {
             drained += 1;
             let ok = match target(&mut main, &mut win) {
-                Some(f) => f.write(unsafe { &*b }),
+                Some(f) => {
+                    // Columns while few full buffers wait: packing them costs the recorder
+                    // 35-50 ns a record more than zstd alone, which must never make the
+                    // program wait for a free buffer (the pool holds 64 before threads
+                    // wait; BENCHMARKS.md, "Columnar frames").
+                    f.hurry(g.pool.pending() > HURRY_PENDING);
+                    f.write(unsafe { &*b })
+                }
                 None => true,
             };
             g.pool.give_back(b);

@@ -73,6 +73,7 @@ impl<'a> Events<'a> {
                 r,
                 comp: Vec::new(),
                 dctx: None,
+                cols: None,
                 ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
                 scale: format::NsScale::of(h),
                 pext: crate::cpu::has_fast_pext(),
@@ -138,6 +139,8 @@ impl<'a> Events<'a> {
                     data: Vec::new(),
                     state: DecodeState::default(),
                     cur_offset: 0,
+                    columnar: false,
+                    cols: None,
                     batch: Box::new([Event::default(); BATCH]),
                     keys: Box::new([EMPTY; BATCH]),
                     len: 0,
@@ -159,6 +162,7 @@ impl<'a> Events<'a> {
         c.tid = 0;
         c.frames = frames.into_iter();
         c.data.clear();
+        c.columnar = false;
         c.state = DecodeState::default();
         c.cur_offset = 0;
         if self.src.refill(c, slot) {

@@ -95,6 +95,8 @@ pub struct LogReader {
     /// The file's first `file_len` bytes, where mmap works (else frames are read with pread).
     map: Option<Mapped>,
     pub path: String,
+    /// The format version in the file's preamble.
+    pub version: u16,
     pub header: Header,
     pub frames: Vec<FrameInfo>,
     /// Problems found while indexing (truncation, corrupt headers).
@@ -157,6 +159,7 @@ impl LogReader {
             map: Mapped::of(&file, file_len),
             file,
             path: path.to_string(),
+            version,
             header,
             frames: Vec::new(),
             issues: Vec::new(),
@@ -234,10 +237,10 @@ impl LogReader {
     /// frames (recovery appends one after what the process wrote).
     fn find_end(&self) -> (Option<u64>, Ending) {
         let tail: Vec<&FrameInfo> = self.frames.iter().rev().filter(|f| f.h.stream == 0).take(2).collect();
-        let (mut comp, mut dctx, mut data) = (Vec::new(), None, Vec::new());
+        let (mut comp, mut dctx, mut data, mut cols) = (Vec::new(), None, Vec::new(), None);
         let mut recs = Vec::new();
         for fi in tail.into_iter().rev() {
-            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut data);
+            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut cols, &mut data);
             if let Some(m) = &self.map {
                 m.release(fi.offset, fi.offset + format::FRAME_HEADER_LEN as u64 + fi.h.comp_len as u64);
             }
@@ -277,25 +280,18 @@ impl LogReader {
     /// (undecoded), or with why it could not be read: the reader's first stage alone, with
     /// no decoding and no merge (the `zstdspeed` example times it).
     pub fn for_each_frame(&self, mut f: impl FnMut(&FrameInfo, Result<&[u8], String>)) {
-        let (mut comp, mut dctx, mut out) = (Vec::new(), None, Vec::new());
+        let (mut comp, mut dctx, mut out, mut cols) = (Vec::new(), None, Vec::new(), None);
         for fi in &self.frames {
-            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut out);
+            let read = self.read_frame(fi, &mut comp, &mut dctx, &mut cols, &mut out);
             f(fi, read.map(|()| &out[..]));
         }
     }
 
-    /// Reads and decompresses one frame's records into `out`; `comp` and `dctx` are reused
-    /// across frames so that reading allocates nothing per frame once warm.
-    fn read_frame(
-        &self,
-        fi: &FrameInfo,
-        comp: &mut Vec<u8>,
-        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
-        out: &mut Vec<u8>,
-    ) -> Result<(), String> {
+    /// A frame's body: in the mapping, or read into `comp`.
+    fn body<'a>(&'a self, fi: &FrameInfo, comp: &'a mut Vec<u8>) -> Result<&'a [u8], String> {
         let clen = fi.h.comp_len as usize;
         let at = fi.offset + format::FRAME_HEADER_LEN as u64;
-        let body: &[u8] = match &self.map {
+        Ok(match &self.map {
             // The index only holds frames that end inside the file.
             Some(m) => &m.bytes()[at as usize..at as usize + clen],
             None => {
@@ -308,11 +304,50 @@ impl LogReader {
                 self.file.read_exact_at(comp, at).map_err(|e| e.to_string())?;
                 comp
             }
-        };
+        })
+    }
+
+    /// Reads a columnar frame's columns into `cols` (the reader's merge decodes them itself,
+    /// without the rows).
+    pub(super) fn read_columns(
+        &self,
+        fi: &FrameInfo,
+        comp: &mut Vec<u8>,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        cols: &mut crate::columns::Columns,
+    ) -> Result<(), String> {
+        if self.version < format::COLUMNAR_VERSION {
+            return Err(format!("a columnar frame in a version {} log", self.version));
+        }
+        let body = self.body(fi, comp)?;
+        if dctx.is_none() {
+            *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
+        }
+        crate::columns::unpack(body, dctx.as_mut().expect("decompressor"), cols)
+    }
+
+    /// Reads and decompresses one frame's records into `out` (a columnar frame's rebuilt);
+    /// `comp`, `dctx` and `cols` are reused across frames so that reading allocates nothing
+    /// per frame once warm.
+    fn read_frame(
+        &self,
+        fi: &FrameInfo,
+        comp: &mut Vec<u8>,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        cols: &mut Option<Box<crate::columns::Reader>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let body = self.body(fi, comp)?;
         if dctx.is_none() {
             *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?);
         }
         let d = dctx.as_mut().expect("decompressor");
+        if fi.h.columnar {
+            if self.version < format::COLUMNAR_VERSION {
+                return Err(format!("a columnar frame in a version {} log", self.version));
+            }
+            return cols.get_or_insert_with(Default::default).rows(body, d, &fi.h, out);
+        }
         // Decompresses into the Vec's capacity (no zero-filling), at most raw_len bytes: a
         // frame claiming more is rejected by zstd, one producing less by the check below.
         out.clear();

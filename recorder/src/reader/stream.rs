@@ -20,6 +20,10 @@ pub(super) struct Cursor {
     pub(super) cur_offset: u64,
     /// The stream's decoded records, `len` of them, not yet handed out from `pos` on,
     /// with their keys.
+    /// The frame in hand is columnar: its columns and where they are being read (`data`
+    /// is then empty).
+    pub(super) columnar: bool,
+    pub(super) cols: Option<Box<(crate::columns::Columns, crate::columns::Decoder)>>,
     pub(super) batch: Box<[Event; BATCH]>,
     pub(super) keys: Box<[Key; BATCH]>,
     pub(super) len: usize,
@@ -85,6 +89,8 @@ pub(super) struct Src<'a> {
     pub(super) r: &'a LogReader,
     pub(super) comp: Vec<u8>,
     pub(super) dctx: Option<zstd::bulk::Decompressor<'static>>,
+    /// Rebuilds columnar frames' records.
+    pub(super) cols: Option<Box<crate::columns::Reader>>,
     /// Ticks are nanoseconds already (ticks_per_sec == 1e9 and ref_ticks == 0).
     pub(super) ticks_are_ns: bool,
     pub(super) scale: format::NsScale,
@@ -171,55 +177,12 @@ impl Src<'_> {
         c.pos = 0;
         let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
-            // The decoder's state is copied out and back, so that the loop keeps it in
-            // registers: stored in the cursor, it went through memory between records (the
-            // compiler cannot tell that the batch's stores leave it alone).
-            let (data, batch, keys) = (&c.data[..], &mut *c.batch, &mut *c.keys);
-            let mut state = c.state;
-            let st = &mut state;
-            let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
-            while len < BATCH {
-                // Nearly every record takes the fast path: an allocation record, only
-                // stamped after the cut or not.
-                if let Some(rec) = st.next_common::<PEXT>(data) {
-                    if rec.ticks > cut {
-                        self.after_cut += 1;
-                        continue;
-                    }
-                    batch[len] = self.raw_event(&rec, tid, stream, 0);
-                    len += 1;
-                    continue;
-                }
-                let rec = match st.next_record(data) {
-                    Ok(Some(rec)) => rec,
-                    Ok(None) => break,
-                    Err(at) => {
-                        self.issues.push(ReadIssue::CorruptFrame {
-                            offset: c.cur_offset,
-                            reason: format!("malformed record at byte {at} of its records"),
-                        });
-                        *st = DecodeState::new(0);
-                        c.data.clear();
-                        break;
-                    }
-                };
-                if rec.op.is_alloc_family() && rec.ticks > cut {
-                    self.after_cut += 1;
-                    continue;
-                }
-                if rec.op == Op::ThreadStart {
-                    tid = rec.args.value as u32;
-                }
-                let mut value = rec.args.value;
-                if rec.op == Op::End {
-                    self.clean_end = true;
-                    if value != 0 {
-                        value = self.ns(value);
-                    }
-                }
-                batch[len] = self.raw_event(&rec, tid, stream, value);
-                len += 1;
-            }
+            let len = if c.columnar {
+                self.fill_columnar(c, cut)
+            } else {
+                self.fill_rows::<PEXT>(c, cut)
+            };
+            let (batch, keys) = (&mut *c.batch, &mut *c.keys);
             // Keys and nanoseconds in a pass of their own, with few values live: in the
             // decoding loop they kept the order's and the clock's constants on the stack.
             let order = self.order;
@@ -232,8 +195,6 @@ impl Src<'_> {
                     e.ts_ns = scale.ns(e.ts_ns);
                 }
             }
-            c.state = state;
-            c.tid = tid;
             c.len = len;
             if c.len > 0 {
                 return true;
@@ -246,16 +207,118 @@ impl Src<'_> {
             c.cur_offset = info.offset;
             self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
             let r = self.r;
-            if let Err(reason) = r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut c.data) {
+            c.columnar = info.h.columnar;
+            let read = if info.h.columnar {
+                c.data.clear();
+                let cd = c.cols.get_or_insert_with(Default::default);
+                r.read_columns(&info, &mut self.comp, &mut self.dctx, &mut cd.0)
+                    .and_then(|()| cd.1.start(&cd.0, info.h.n_records, info.h.first_ticks))
+            } else {
+                r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut self.cols, &mut c.data)
+            };
+            if let Err(reason) = read {
                 self.issues.push(ReadIssue::CorruptFrame {
                     offset: info.offset,
                     reason,
                 });
                 c.data.clear();
+                c.columnar = false;
             }
             self.sweep(fi);
             c.state = DecodeState::new(info.h.first_ticks);
         }
+    }
+
+    /// Decodes the row frame in hand into `c.batch`, up to BATCH records; how many.
+    #[inline(always)]
+    fn fill_rows<const PEXT: bool>(&mut self, c: &mut Cursor, cut: u64) -> usize {
+        // The decoder's state is copied out and back, so that the loop keeps it in
+        // registers: stored in the cursor, it went through memory between records (the
+        // compiler cannot tell that the batch's stores leave it alone).
+        let (data, batch) = (&c.data[..], &mut *c.batch);
+        let mut state = c.state;
+        let st = &mut state;
+        let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
+        while len < BATCH {
+            // Nearly every record takes the fast path: an allocation record, only
+            // stamped after the cut or not.
+            if let Some(rec) = st.next_common::<PEXT>(data) {
+                if rec.ticks > cut {
+                    self.after_cut += 1;
+                    continue;
+                }
+                batch[len] = self.raw_event(&rec, tid, stream, 0);
+                len += 1;
+                continue;
+            }
+            let rec = match st.next_record(data) {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                Err(at) => {
+                    self.issues.push(ReadIssue::CorruptFrame {
+                        offset: c.cur_offset,
+                        reason: format!("malformed record at byte {at} of its records"),
+                    });
+                    *st = DecodeState::new(0);
+                    c.data.clear();
+                    break;
+                }
+            };
+            if let Some(e) = self.general(&rec, &mut tid, stream, cut) {
+                batch[len] = e;
+                len += 1;
+            }
+        }
+        c.state = state;
+        c.tid = tid;
+        len
+    }
+
+    /// The same for a columnar frame: every record through the general path (the columns
+    /// decode one field at a time, with no row to take apart).
+    #[inline(always)]
+    fn fill_columnar(&mut self, c: &mut Cursor, cut: u64) -> usize {
+        let (batch, cd) = (&mut *c.batch, c.cols.as_mut().expect("columns"));
+        let (cols, dec) = (&cd.0, &mut cd.1);
+        let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
+        let ran = dec.run(cols, |rec| {
+            if let Some(e) = self.general(&rec, &mut tid, stream, cut) {
+                batch[len] = e;
+                len += 1;
+            }
+            len < BATCH
+        });
+        match ran {
+            Ok(true) => {}
+            Ok(false) => c.columnar = false,
+            Err(reason) => {
+                self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
+                c.columnar = false;
+            }
+        }
+        c.tid = tid;
+        len
+    }
+
+    /// The event of a record of any kind: None for a call stamped after the cut; a
+    /// thread_start sets the stream's tid, an end's cut is converted to ns.
+    #[inline(always)]
+    fn general(&mut self, rec: &crate::buffer::RawRecord, tid: &mut u32, stream: u32, cut: u64) -> Option<Event> {
+        if rec.op.is_alloc_family() && rec.ticks > cut {
+            self.after_cut += 1;
+            return None;
+        }
+        if rec.op == Op::ThreadStart {
+            *tid = rec.args.value as u32;
+        }
+        let mut value = rec.args.value;
+        if rec.op == Op::End {
+            self.clean_end = true;
+            if value != 0 {
+                value = self.ns(value);
+            }
+        }
+        Some(self.raw_event(rec, *tid, stream, value))
     }
 
     /// Frame `fi` has been read: the mapping is released up to the first frame still to be
