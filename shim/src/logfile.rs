@@ -28,6 +28,8 @@ impl LogFile {
             return None;
         };
         w.note_header(reserved);
+        // SHIM_PACK=rows (the default): zstd alone, for every frame of this log.
+        w.hurry(!G.get().columns);
         let Some(own) = G.get().pool.take_empty(0, true) else {
             say("shim: no buffer for the process records; the program runs without recording");
             return None;

@@ -168,11 +168,12 @@ fn run() {
             drained += 1;
             let ok = match target(&mut main, &mut win) {
                 Some(f) => {
-                    // Columns while few full buffers wait: packing them costs the recorder
+                    // Rows unless SHIM_PACK=columns; columns only while few full buffers
+                    // wait: packing them costs the recorder
                     // 35-50 ns a record more than zstd alone, which must never make the
                     // program wait for a free buffer (the pool holds 64 before threads
                     // wait; BENCHMARKS.md, "Columnar frames").
-                    f.hurry(g.pool.pending() > HURRY_PENDING);
+                    f.hurry(!g.columns || g.pool.pending() > HURRY_PENDING);
                     f.write(unsafe { &*b })
                 }
                 None => true,
