@@ -460,10 +460,10 @@ fn bad_input_gets_a_one_line_error() {
     l.malloc(0, 1, 0x1000);
     let (_log_dir, log) = tmp("bad.shimlog");
     l.write(&log);
-    let out = shimlog(&["replay", log.to_str().unwrap(), "--backend", "tcmalloc"], Duration::from_secs(30));
+    let out = shimlog(&["replay", log.to_str().unwrap(), "--backend", "hoard"], Duration::from_secs(30));
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("unknown backend 'tcmalloc' (accepted: glibc, jemalloc, mimalloc)"), "{e}");
+    assert!(e.contains("unknown backend 'hoard' (accepted: glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc)"), "{e}");
 
     let (_junk_dir, junk) = tmp("junk.shimlog");
     std::fs::write(&junk, b"this is not a log").unwrap();

@@ -1,0 +1,88 @@
+// gperftools' tcmalloc comes from Debian's static libtcmalloc_minimal.a
+// (libgoogle-perftools-dev). That archive defines malloc, free, operator new, mmap, sbrk,
+// __libc_malloc and the rest, which must never interpose the program's: it is copied into
+// OUT_DIR with every plain-C name and every operator new/delete it defines renamed to
+// `shimtc_<name>` (objcopy --redefine-syms renames definitions and references alike, so the
+// archive's calls to its own malloc stay its own). Without the archive or objcopy the
+// backend is left out (cfg `shim_tcmalloc` unset) and SHIM_BACKEND=tcmalloc is refused.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(shim_tcmalloc)");
+    println!("cargo:rerun-if-env-changed=SHIM_TCMALLOC_A");
+    let Some(archive) = find_archive() else {
+        println!("cargo:warning=libtcmalloc_minimal.a not found (Debian: libgoogle-perftools-dev): no tcmalloc backend");
+        return;
+    };
+    println!("cargo:rerun-if-changed={}", archive.display());
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    println!("cargo:rerun-if-changed=src/tcmalloc/bad_alloc.c");
+    match private_copy(&archive, &out) {
+        Ok(()) => {
+            cc::Build::new().file("src/tcmalloc/bad_alloc.c").cargo_metadata(false).compile("shimtcglue");
+            println!("cargo:rustc-link-search=native={}", out.display());
+            println!("cargo:rustc-link-lib=static=shimtcmalloc");
+            println!("cargo:rustc-link-lib=static=shimtcglue");
+            println!("cargo:rustc-link-lib=stdc++");
+            println!("cargo:rustc-cfg=shim_tcmalloc");
+        }
+        Err(e) => println!("cargo:warning=cannot make the private tcmalloc archive: {e}; no tcmalloc backend"),
+    }
+}
+
+fn find_archive() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("SHIM_TCMALLOC_A") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(cc).arg("-print-file-name=libtcmalloc_minimal.a").output().ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    // gcc prints the bare name back when it finds nothing.
+    (p.is_absolute() && p.is_file()).then_some(p)
+}
+
+/// The names to rename: the defined global symbols that are C names or operator new/delete.
+fn renames(archive: &Path) -> Result<Vec<String>, String> {
+    let o = Command::new("nm")
+        .args(["-g", "--defined-only", "--format=posix"])
+        .arg(archive)
+        .output()
+        .map_err(|e| format!("nm: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("nm failed on {}", archive.display()));
+    }
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| !n.ends_with(':') && !n.starts_with("DW.ref."))
+        .filter(|n| !n.starts_with("_Z") || n.starts_with("_Znw") || n.starts_with("_Zna") || n.starts_with("_Zdl") || n.starts_with("_Zda"))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v.dedup();
+    if !v.iter().any(|n| n == "malloc") || !v.iter().any(|n| n == "tc_malloc") {
+        return Err(format!("{} does not define malloc and tc_malloc", archive.display()));
+    }
+    Ok(v)
+}
+
+fn private_copy(archive: &Path, out: &Path) -> Result<(), String> {
+    let names = renames(archive)?;
+    let map = out.join("tcmalloc.redefine");
+    let mut text: String = names.iter().map(|n| format!("{n} shimtc_{n}\n")).collect();
+    // See src/tcmalloc/bad_alloc.c.
+    text.push_str("_ZTISt9bad_alloc shimtc_ti_bad_alloc\n_ZTVSt9bad_alloc shimtc_vt_bad_alloc\n");
+    std::fs::write(&map, text).map_err(|e| e.to_string())?;
+    let dst = out.join("libshimtcmalloc.a");
+    let st = Command::new("objcopy")
+        .arg(format!("--redefine-syms={}", map.display()))
+        .arg(archive)
+        .arg(&dst)
+        .status()
+        .map_err(|e| format!("objcopy: {e}"))?;
+    if !st.success() {
+        return Err("objcopy failed".into());
+    }
+    Ok(())
+}
