@@ -17,14 +17,19 @@ fn main() {
     };
     println!("cargo:rerun-if-changed={}", archive.display());
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    println!("cargo:rerun-if-changed=src/tcmalloc/bad_alloc.c");
+    println!("cargo:rerun-if-changed=src/tcmalloc/no_eh_pool.c");
     match private_copy(&archive, &out) {
         Ok(()) => {
-            cc::Build::new().file("src/tcmalloc/bad_alloc.c").cargo_metadata(false).compile("shimtcglue");
+            cc::Build::new().file("src/tcmalloc/no_eh_pool.c").cargo_metadata(false).compile("shimtcglue");
             println!("cargo:rustc-link-search=native={}", out.display());
             println!("cargo:rustc-link-lib=static=shimtcmalloc");
             println!("cargo:rustc-link-lib=static=shimtcglue");
-            println!("cargo:rustc-link-lib=stdc++");
+            // libstdc++ statically (Debian's libstdc++.a is PIC), its symbols local to the
+            // shim like the rest: see src/tcmalloc/no_eh_pool.c.
+            if let Some(dir) = gcc_file("libstdc++.a").and_then(|p| p.parent().map(Path::to_path_buf)) {
+                println!("cargo:rustc-link-search=native={}", dir.display());
+            }
+            println!("cargo:rustc-link-lib=static=stdc++");
             println!("cargo:rustc-cfg=shim_tcmalloc");
         }
         Err(e) => println!("cargo:warning=cannot make the private tcmalloc archive: {e}; no tcmalloc backend"),
@@ -35,8 +40,13 @@ fn find_archive() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("SHIM_TCMALLOC_A") {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
+    gcc_file("libtcmalloc_minimal.a")
+}
+
+/// Where the compiler finds library `name`.
+fn gcc_file(name: &str) -> Option<PathBuf> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let o = Command::new(cc).arg("-print-file-name=libtcmalloc_minimal.a").output().ok()?;
+    let o = Command::new(cc).arg(format!("-print-file-name={name}")).output().ok()?;
     let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
     // gcc prints the bare name back when it finds nothing.
     (p.is_absolute() && p.is_file()).then_some(p)
@@ -70,9 +80,7 @@ fn renames(archive: &Path) -> Result<Vec<String>, String> {
 fn private_copy(archive: &Path, out: &Path) -> Result<(), String> {
     let names = renames(archive)?;
     let map = out.join("tcmalloc.redefine");
-    let mut text: String = names.iter().map(|n| format!("{n} shimtc_{n}\n")).collect();
-    // See src/tcmalloc/bad_alloc.c.
-    text.push_str("_ZTISt9bad_alloc shimtc_ti_bad_alloc\n_ZTVSt9bad_alloc shimtc_vt_bad_alloc\n");
+    let text: String = names.iter().map(|n| format!("{n} shimtc_{n}\n")).collect();
     std::fs::write(&map, text).map_err(|e| e.to_string())?;
     let dst = out.join("libshimtcmalloc.a");
     let st = Command::new("objcopy")

@@ -25,9 +25,11 @@ pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 pub(crate) unsafe fn free(p: *mut c_void) {
     unsafe { sn::sn_free(p) }
 }
+/// snmalloc rounds an aligned request to `((align - 1) | (size - 1)) + 1`, which for size 0
+/// wraps to 0 and yields an unaligned block: a zero-size aligned request asks for one byte.
 #[inline(always)]
 pub(crate) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
-    unsafe { sn_memalign(align, size) }
+    unsafe { sn_memalign(align, size.max(1)) }
 }
 #[inline(always)]
 pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {

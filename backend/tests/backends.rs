@@ -34,11 +34,12 @@ fn exercise(b: Backend) {
             be::free(q);
         }
         for align in [16usize, 32, 64, 4096, 1 << 16, 1 << 20] {
-            for size in [1usize, 100, align, 3 * align + 5] {
+            for size in [0usize, 1, 100, align, 3 * align + 5] {
                 let p = be::memalign(align, size);
                 check_block(b, p, size, align);
                 // Grown through realloc, the contents stay.
                 let q = be::realloc(p, size * 4 + 100);
+                assert!(!q.is_null());
                 assert!(!q.is_null());
                 assert!((0..size).all(|i| *(q as *const u8).add(i) == 0xa5), "{}: realloc lost data", b.name());
                 be::free(q);
