@@ -151,6 +151,8 @@ pub fn select(b: Backend) {
     match b {
         Backend::Glibc => glibc::init(),
         Backend::Rpmalloc => rpmalloc::init(),
+        #[cfg(shim_tcmalloc)]
+        Backend::Tcmalloc => tcmalloc::init(),
         _ => {}
     }
     SELECTED.store(b as u8, Relaxed);

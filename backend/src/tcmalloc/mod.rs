@@ -2,6 +2,7 @@
 //! static libtcmalloc_minimal.a, copied by build.rs with every C name and operator
 //! new/delete it defines renamed `shimtc_*`, so nothing of it interposes the program's.
 use core::ffi::{c_char, c_int, c_void, CStr};
+use core::sync::atomic::{AtomicU8, Ordering::*};
 
 unsafe extern "C" {
     #[link_name = "shimtc_tc_malloc"]
@@ -26,6 +27,26 @@ unsafe extern "C" {
     fn release_free_memory();
     #[link_name = "shimtc_MallocExtension_GetStats"]
     fn get_stats(buf: *mut c_char, len: c_int);
+    /// tcmalloc.cc's static initialiser, deferred by build.rs.
+    fn shimtc_static_init();
+}
+
+static INIT: AtomicU8 = AtomicU8::new(0);
+
+/// Runs tcmalloc.cc's static initialiser once (its flags, TCMallocGuard), before tcmalloc's
+/// first use here: `select`, size classes, statistics. Concurrent first callers wait.
+pub(crate) fn init() {
+    if INIT.load(Acquire) == 2 {
+        return;
+    }
+    if INIT.compare_exchange(0, 1, AcqRel, Acquire).is_ok() {
+        unsafe { shimtc_static_init() };
+        INIT.store(2, Release);
+    } else {
+        while INIT.load(Acquire) != 2 {
+            core::hint::spin_loop();
+        }
+    }
 }
 
 #[inline(always)]
@@ -55,12 +76,14 @@ pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
 
 /// tcmalloc's own answer (`tc_nallocx`, its size-class rounding).
 pub(crate) fn size_class(size: usize) -> usize {
+    init();
     let n = unsafe { tc_nallocx(size.max(1), 0) };
     if n == 0 { size } else { n }
 }
 
 /// "gperftools 2.10": the header and the replay table say whose tcmalloc this is.
 pub(crate) fn version() -> &'static str {
+    init();
     let s = unsafe { tc_version(core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut()) };
     if s.is_null() {
         return "unknown";
@@ -70,16 +93,19 @@ pub(crate) fn version() -> &'static str {
 
 /// A MallocExtension numeric property ("generic.current_allocated_bytes", ...).
 pub(crate) fn property(name: &CStr) -> Option<u64> {
+    init();
     let mut v = 0usize;
     (unsafe { get_numeric_property(name.as_ptr(), &mut v) } != 0).then_some(v as u64)
 }
 
 pub(crate) fn release() {
+    init();
     unsafe { release_free_memory() };
 }
 
 /// MallocExtension's human-readable statistics, written on stderr.
 pub(crate) fn print_stats() {
+    init();
     let mut buf = [0u8; 16 * 1024];
     unsafe { get_stats(buf.as_mut_ptr() as *mut c_char, buf.len() as c_int) };
     let n = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
