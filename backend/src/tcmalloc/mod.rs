@@ -34,7 +34,7 @@ unsafe extern "C" {
 static INIT: AtomicU8 = AtomicU8::new(0);
 
 /// Runs tcmalloc.cc's static initialiser once (its flags, TCMallocGuard), before tcmalloc's
-/// first use here: `select`, size classes, statistics. Concurrent first callers wait.
+/// first use here: `select`, statistics. Concurrent first callers wait.
 pub(crate) fn init() {
     if INIT.load(Acquire) == 2 {
         return;
@@ -75,15 +75,15 @@ pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
 }
 
 /// tcmalloc's own answer (`tc_nallocx`, its size-class rounding).
+/// tc_nallocx sets up only what it needs (the size map), not the heap: a reader asking
+/// classes (shimlog's slop analysis) pays no more.
 pub(crate) fn size_class(size: usize) -> usize {
-    init();
     let n = unsafe { tc_nallocx(size.max(1), 0) };
     if n == 0 { size } else { n }
 }
 
 /// "gperftools 2.10": the header and the replay table say whose tcmalloc this is.
 pub(crate) fn version() -> &'static str {
-    init();
     let s = unsafe { tc_version(core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut()) };
     if s.is_null() {
         return "unknown";
