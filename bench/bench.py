@@ -25,6 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import backends  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
 import fidelity  # noqa: E402
@@ -332,6 +333,7 @@ def full():
     own = ownalloc.measure(rounds, say)
     crash = crashsafe.measure(rounds, say)
     rex = report_export.measure(3, say)
+    bks = backends.measure(rounds, say)
     say("replay fidelity: real runs per backend against one capture's replay")
     fid = fidelity.measure(smoke=False, rounds=3, say=say)
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
@@ -339,7 +341,7 @@ def full():
     results = {"machine": info, "rounds": rounds, "skipped": skipped, "groups": groups,
                "drain": drain, "callgrind": cg, "callgrind_demo": cg_demo, "clock_cost": clocks,
                "zstd_levels": levels, "stats_speed": stats, "ownalloc": own, "crashsafe": crash,
-               "fidelity": fid, "report_export": rex,
+               "fidelity": fid, "report_export": rex, "backends": bks,
                "workloads": {w.name: w.title for w in ws},
                "commands": {"make bench": "bash bench/run.sh",
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "

@@ -3,6 +3,7 @@ and BENCHMARKS.md, all computed from the results dict bench.py builds."""
 
 import crashsafe
 import ownalloc
+import backends
 import report_export
 
 MICRO = ("single", "prodcons", "realloc_aligned", "demo")
@@ -563,6 +564,9 @@ def markdown(results):
         w(line)
 
     for line in report_export.markdown(results.get("report_export")):
+        w(line)
+
+    for line in backends.markdown(results.get("backends")):
         w(line)
 
     d = results.get("drain") or {}

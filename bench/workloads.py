@@ -20,9 +20,11 @@ SHIM = os.path.join(ROOT, "target", "release", "libshim.so")
 SHIMLOG = os.path.join(ROOT, "target", "release", "shimlog")
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
-BACKENDS = ("glibc", "jemalloc", "mimalloc")
-# Debian's packages, preloaded on their own for the bare jemalloc/mimalloc baselines.
-DEBIAN_PKG = {"jemalloc": "libjemalloc2", "mimalloc": "libmimalloc2.0"}
+BACKENDS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc")
+# Debian's packages, preloaded on their own for the bare baselines (snmalloc and rpmalloc
+# have none: their groups run without a bare baseline, see bench/backends.py).
+DEBIAN_PKG = {"jemalloc": "libjemalloc2", "mimalloc": "libmimalloc2.0", "tcmalloc": "libtcmalloc-minimal4",
+              "snmalloc": "(none)", "rpmalloc": "(none)"}
 
 
 def python3():
@@ -34,7 +36,10 @@ def bare_preload(backend):
     """The library to preload for the bare run of backend ('' for glibc, None if missing)."""
     if backend == "glibc":
         return ""
-    pat = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2*"}[backend]
+    pat = {"jemalloc": "libjemalloc.so.2", "mimalloc": "libmimalloc.so.2*",
+           "tcmalloc": "libtcmalloc_minimal.so.4"}.get(backend)
+    if pat is None:
+        return None
     found = sorted(glob.glob(os.path.join(LIBDIR, pat)), key=len)
     return found[0] if found else None
 

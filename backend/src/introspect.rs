@@ -33,6 +33,27 @@ pub fn heap_info(b: Backend) -> Option<HeapInfo> {
             let (cc, _, _) = crate::mimalloc::process_info();
             Some(HeapInfo { arena: cc, in_use: cc, free: 0, releasable: 0 })
         }
+        Backend::Tcmalloc => {
+            let p = |k| crate::stats::tc_property(k).unwrap_or(0) as usize;
+            let free = p(c"tcmalloc.pageheap_free_bytes")
+                + p(c"tcmalloc.central_cache_free_bytes")
+                + p(c"tcmalloc.transfer_cache_free_bytes")
+                + p(c"tcmalloc.thread_cache_free_bytes");
+            Some(HeapInfo {
+                arena: p(c"generic.heap_size"),
+                in_use: p(c"generic.current_allocated_bytes"),
+                free,
+                releasable: p(c"tcmalloc.pageheap_free_bytes"),
+            })
+        }
+        Backend::Snmalloc => {
+            let (cur, _) = crate::snmalloc::usage();
+            Some(HeapInfo { arena: cur, in_use: cur, free: 0, releasable: 0 })
+        }
+        Backend::Rpmalloc => {
+            let g = crate::rpmalloc::global();
+            Some(HeapInfo { arena: g.mapped, in_use: g.mapped.saturating_sub(g.cached), free: g.cached, releasable: g.cached })
+        }
     }
 }
 
@@ -57,6 +78,12 @@ pub fn trim(b: Backend) -> Option<bool> {
             unsafe { libmimalloc_sys::mi_collect(true) };
             Some(true)
         }
+        Backend::Tcmalloc => {
+            crate::stats::tc_release();
+            Some(true)
+        }
+        // Neither has a call that returns free memory to the system.
+        Backend::Snmalloc | Backend::Rpmalloc => Some(false),
     }
 }
 
@@ -70,6 +97,21 @@ pub fn print_stats(b: Backend) -> bool {
         }
         Backend::Mimalloc => {
             unsafe { libmimalloc_sys::mi_stats_print(core::ptr::null_mut::<c_void>()) };
+            true
+        }
+        Backend::Tcmalloc => crate::stats::tc_print(),
+        Backend::Rpmalloc => {
+            // ENABLE_STATISTICS build: rpmalloc's own dump (it takes a FILE*).
+            unsafe extern "C" {
+                static stderr: *mut c_void;
+            }
+            unsafe { rpmalloc_sys::rpmalloc_dump_statistics(stderr) };
+            true
+        }
+        Backend::Snmalloc => {
+            let (cur, peak) = crate::snmalloc::usage();
+            let line = format!("snmalloc: {cur} bytes reserved from the OS, {peak} at the peak\n");
+            unsafe { libc::write(2, line.as_ptr() as *const c_void, line.len()) };
             true
         }
     }

@@ -4,7 +4,7 @@
 //! and never changes: a pointer must be freed by the allocator that made it. Every function
 //! here is a plain forward with no recording, no locking and no allocation of its own.
 //!
-//! The primitives are the ones all three allocators share (`malloc`, `calloc`, `realloc`,
+//! The primitives are the ones all six allocators share (`malloc`, `calloc`, `realloc`,
 //! `free`, `memalign`, `usable_size`); the C rules of `posix_memalign`, `aligned_alloc`,
 //! `valloc`, `pvalloc` and `reallocarray` are applied by the caller on top of them.
 
@@ -13,7 +13,21 @@ pub mod introspect;
 mod jemalloc;
 pub use jemalloc::api as jemalloc_api;
 mod mimalloc;
+mod rpmalloc;
+mod snmalloc;
 pub mod stats;
+#[cfg(shim_tcmalloc)]
+mod tcmalloc;
+/// Without Debian's libtcmalloc_minimal.a at build time the tcmalloc backend is absent;
+/// these never run (`select` refuses it) but keep `dispatch!` whole.
+#[cfg(not(shim_tcmalloc))]
+#[allow(dead_code)]
+mod tcmalloc {
+    pub(crate) use crate::glibc::{calloc, free, malloc, memalign, realloc, size_class, usable_size};
+    pub(crate) fn version() -> &'static str {
+        "unavailable"
+    }
+}
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -25,19 +39,48 @@ pub enum Backend {
     Glibc = 0,
     Jemalloc = 1,
     Mimalloc = 2,
+    /// gperftools' tcmalloc (Debian's libtcmalloc_minimal.a), not Google's.
+    Tcmalloc = 3,
+    Snmalloc = 4,
+    Rpmalloc = 5,
 }
 
 impl Backend {
     /// Every backend this build has, in the order reports list them.
-    pub const ALL: [Backend; 3] = [Backend::Glibc, Backend::Jemalloc, Backend::Mimalloc];
+    pub const ALL: [Backend; 6] =
+        [Backend::Glibc, Backend::Jemalloc, Backend::Mimalloc, Backend::Tcmalloc, Backend::Snmalloc, Backend::Rpmalloc];
     /// The accepted spellings, for error messages.
-    pub const ACCEPTED: &'static str = "glibc, jemalloc, mimalloc";
+    pub const ACCEPTED: &'static str = "glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc";
+
+    /// Whether this build has the allocator (tcmalloc needs Debian's static library at build
+    /// time; the others are built from source).
+    pub const fn available(self) -> bool {
+        match self {
+            Backend::Tcmalloc => cfg!(shim_tcmalloc),
+            _ => true,
+        }
+    }
+
+    /// The backends this build has, in [`Backend::ALL`]'s order.
+    pub fn available_all() -> Vec<Backend> {
+        Backend::ALL.into_iter().filter(|b| b.available()).collect()
+    }
+
+    /// The names of the available backends, comma-separated (for error messages).
+    pub const AVAILABLE: &'static str = if cfg!(shim_tcmalloc) {
+        "glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc"
+    } else {
+        "glibc, jemalloc, mimalloc, snmalloc, rpmalloc"
+    };
 
     pub fn name(self) -> &'static str {
         match self {
             Backend::Glibc => "glibc",
             Backend::Jemalloc => "jemalloc",
             Backend::Mimalloc => "mimalloc",
+            Backend::Tcmalloc => "tcmalloc",
+            Backend::Snmalloc => "snmalloc",
+            Backend::Rpmalloc => "rpmalloc",
         }
     }
 
@@ -50,6 +93,12 @@ impl Backend {
             Some(Backend::Jemalloc)
         } else if eq("mimalloc") || eq("mi") {
             Some(Backend::Mimalloc)
+        } else if eq("tcmalloc") || eq("tc") || eq("gperftools") {
+            Some(Backend::Tcmalloc)
+        } else if eq("snmalloc") || eq("sn") {
+            Some(Backend::Snmalloc)
+        } else if eq("rpmalloc") || eq("rp") {
+            Some(Backend::Rpmalloc)
         } else {
             None
         }
@@ -61,6 +110,9 @@ impl Backend {
             Backend::Glibc => glibc::version().to_string(),
             Backend::Jemalloc => jemalloc::version().to_string(),
             Backend::Mimalloc => mimalloc::version(),
+            Backend::Tcmalloc => tcmalloc::version().to_string(),
+            Backend::Snmalloc => snmalloc::version().to_string(),
+            Backend::Rpmalloc => rpmalloc::version().to_string(),
         }
     }
 
@@ -68,6 +120,9 @@ impl Backend {
         match v {
             1 => Backend::Jemalloc,
             2 => Backend::Mimalloc,
+            3 => Backend::Tcmalloc,
+            4 => Backend::Snmalloc,
+            5 => Backend::Rpmalloc,
             _ => Backend::Glibc,
         }
     }
@@ -76,17 +131,29 @@ impl Backend {
 impl core::str::FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Backend::parse(s.as_bytes())
-            .ok_or_else(|| format!("unknown backend '{s}' (accepted: {})", Backend::ACCEPTED))
+        match Backend::parse(s.as_bytes()) {
+            None => Err(format!("unknown backend '{s}' (accepted: {})", Backend::ACCEPTED)),
+            Some(b) if !b.available() => {
+                Err(format!("backend '{s}' is not in this build (available: {})", Backend::AVAILABLE))
+            }
+            Some(b) => Ok(b),
+        }
     }
 }
 
 static SELECTED: AtomicU8 = AtomicU8::new(0);
 
 /// Chooses the backend of this process. Call once, before the first allocation it serves.
+/// A backend this build does not have is not chosen (the caller checks
+/// [`Backend::available`] and says so).
 pub fn select(b: Backend) {
-    if b == Backend::Glibc {
-        glibc::init();
+    let b = if b.available() { b } else { Backend::Glibc };
+    match b {
+        Backend::Glibc => glibc::init(),
+        Backend::Rpmalloc => rpmalloc::init(),
+        #[cfg(shim_tcmalloc)]
+        Backend::Tcmalloc => tcmalloc::init(),
+        _ => {}
     }
     SELECTED.store(b as u8, Relaxed);
 }
@@ -103,6 +170,9 @@ macro_rules! dispatch {
             Backend::Glibc => glibc::$f($($a),*),
             Backend::Jemalloc => jemalloc::$f($($a),*),
             Backend::Mimalloc => mimalloc::$f($($a),*),
+            Backend::Tcmalloc => tcmalloc::$f($($a),*),
+            Backend::Snmalloc => snmalloc::$f($($a),*),
+            Backend::Rpmalloc => rpmalloc::$f($($a),*),
         }
     };
 }
@@ -145,13 +215,18 @@ pub unsafe fn usable_size(p: *mut c_void) -> usize {
 }
 
 /// The usable size a request of `size` bytes gets from backend `b` (its size class), as
-/// the allocator itself defines it: jemalloc `nallocx`, mimalloc `mi_good_size`, glibc's
-/// chunk rounding.
+/// the allocator itself defines it: jemalloc `nallocx`, mimalloc `mi_good_size`, tcmalloc
+/// `tc_nallocx`, snmalloc `malloc_good_size`, rpmalloc the usable size of a probing block,
+/// glibc's chunk rounding. A backend this build lacks answers `size`.
 pub fn size_class(b: Backend, size: usize) -> usize {
     match b {
         Backend::Glibc => glibc::size_class(size),
         Backend::Jemalloc => jemalloc::size_class(size),
         Backend::Mimalloc => mimalloc::size_class(size),
+        Backend::Tcmalloc if !b.available() => size,
+        Backend::Tcmalloc => tcmalloc::size_class(size),
+        Backend::Snmalloc => snmalloc::size_class(size),
+        Backend::Rpmalloc => rpmalloc::size_class(size),
     }
 }
 

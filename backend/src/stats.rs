@@ -28,6 +28,40 @@ pub fn allocator_stats(b: Backend) -> Vec<(&'static str, u64)> {
                 ("page_faults", pf as u64),
             ]
         }
+        Backend::Tcmalloc => {
+            // gperftools' MallocExtension numeric properties.
+            let mut v = Vec::new();
+            for (name, key) in [
+                ("allocated", c"generic.current_allocated_bytes"),
+                ("heap_size", c"generic.heap_size"),
+                ("physical", c"generic.total_physical_bytes"),
+                ("pageheap_free", c"tcmalloc.pageheap_free_bytes"),
+                ("pageheap_unmapped", c"tcmalloc.pageheap_unmapped_bytes"),
+                ("central_cache_free", c"tcmalloc.central_cache_free_bytes"),
+                ("transfer_cache_free", c"tcmalloc.transfer_cache_free_bytes"),
+                ("thread_cache_free", c"tcmalloc.current_total_thread_cache_bytes"),
+            ] {
+                if let Some(x) = tc_property(key) {
+                    v.push((name, x));
+                }
+            }
+            v
+        }
+        Backend::Snmalloc => {
+            let (cur, peak) = crate::snmalloc::usage();
+            vec![("reserved", cur as u64), ("peak_reserved", peak as u64)]
+        }
+        Backend::Rpmalloc => {
+            let g = crate::rpmalloc::global();
+            vec![
+                ("mapped", g.mapped as u64),
+                ("mapped_peak", g.mapped_peak as u64),
+                ("cached", g.cached as u64),
+                ("huge_alloc", g.huge_alloc as u64),
+                ("mapped_total", g.mapped_total as u64),
+                ("unmapped_total", g.unmapped_total as u64),
+            ]
+        }
         Backend::Glibc => {
             let m = unsafe { libc::mallinfo2() };
             vec![
@@ -39,4 +73,27 @@ pub fn allocator_stats(b: Backend) -> Vec<(&'static str, u64)> {
             ]
         }
     }
+}
+
+/// A gperftools MallocExtension numeric property (None without tcmalloc in this build).
+pub(crate) fn tc_property(name: &core::ffi::CStr) -> Option<u64> {
+    #[cfg(shim_tcmalloc)]
+    return crate::tcmalloc::property(name);
+    #[cfg(not(shim_tcmalloc))]
+    {
+        let _ = name;
+        None
+    }
+}
+
+pub(crate) fn tc_release() {
+    #[cfg(shim_tcmalloc)]
+    crate::tcmalloc::release();
+}
+
+/// MallocExtension's statistics on stderr; false without tcmalloc in this build.
+pub(crate) fn tc_print() -> bool {
+    #[cfg(shim_tcmalloc)]
+    crate::tcmalloc::print_stats();
+    cfg!(shim_tcmalloc)
 }

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
-/// Every backend the shim can forward to, as SHIM_BACKEND spells it.
 pub mod sites;
 
-pub const BACKENDS: [&str; 3] = ["glibc", "jemalloc", "mimalloc"];
+/// Every backend the shim can forward to, as SHIM_BACKEND spells it.
+pub const BACKENDS: [&str; 6] = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc"];
 
 /// Calls the C runtime (and the dynamic loader) may make on a program's behalf, beyond the
 /// ones the program itself counted.

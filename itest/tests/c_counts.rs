@@ -135,3 +135,18 @@ fn counts_jemalloc() {
 fn counts_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn counts_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn counts_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn counts_rpmalloc() {
+    check("rpmalloc");
+}

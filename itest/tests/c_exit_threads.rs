@@ -58,6 +58,18 @@ fn return_mimalloc() {
     check("mimalloc", "return");
 }
 #[test]
+fn return_tcmalloc() {
+    check("tcmalloc", "return");
+}
+#[test]
+fn return_snmalloc() {
+    check("snmalloc", "return");
+}
+#[test]
+fn return_rpmalloc() {
+    check("rpmalloc", "return");
+}
+#[test]
 fn exit_glibc() {
     check("glibc", "exit");
 }
@@ -70,6 +82,18 @@ fn exit_mimalloc() {
     check("mimalloc", "exit");
 }
 #[test]
+fn exit_tcmalloc() {
+    check("tcmalloc", "exit");
+}
+#[test]
+fn exit_snmalloc() {
+    check("snmalloc", "exit");
+}
+#[test]
+fn exit_rpmalloc() {
+    check("rpmalloc", "exit");
+}
+#[test]
 fn kill_glibc() {
     check("glibc", "kill");
 }
@@ -80,4 +104,16 @@ fn kill_jemalloc() {
 #[test]
 fn kill_mimalloc() {
     check("mimalloc", "kill");
+}
+#[test]
+fn kill_tcmalloc() {
+    check("tcmalloc", "kill");
+}
+#[test]
+fn kill_snmalloc() {
+    check("snmalloc", "kill");
+}
+#[test]
+fn kill_rpmalloc() {
+    check("rpmalloc", "kill");
 }

@@ -115,3 +115,18 @@ fn forkexec_jemalloc() {
 fn forkexec_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn forkexec_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn forkexec_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn forkexec_rpmalloc() {
+    check("rpmalloc");
+}

@@ -131,3 +131,18 @@ fn known_jemalloc() {
 fn known_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn known_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn known_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn known_rpmalloc() {
+    check("rpmalloc");
+}

@@ -46,3 +46,18 @@ fn semantics_jemalloc() {
 fn semantics_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn semantics_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn semantics_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn semantics_rpmalloc() {
+    check("rpmalloc");
+}

@@ -69,3 +69,18 @@ fn xthread_jemalloc() {
 fn xthread_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn xthread_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn xthread_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn xthread_rpmalloc() {
+    check("rpmalloc");
+}

@@ -68,3 +68,18 @@ fn demo_jemalloc() {
 fn demo_mimalloc() {
     check("mimalloc");
 }
+
+#[test]
+fn demo_tcmalloc() {
+    check("tcmalloc");
+}
+
+#[test]
+fn demo_snmalloc() {
+    check("snmalloc");
+}
+
+#[test]
+fn demo_rpmalloc() {
+    check("rpmalloc");
+}

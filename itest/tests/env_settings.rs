@@ -43,7 +43,7 @@ fn trace_off_forwards_only_and_writes_nothing() {
 #[test]
 fn unknown_values_print_one_line_and_run_on_the_default() {
     for (var, value, accepted) in [
-        ("SHIM_BACKEND", "tcmalloc", &["glibc", "jemalloc", "mimalloc"][..]),
+        ("SHIM_BACKEND", "hoard", &["glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc"][..]),
         ("SHIM_TRACE", "maybe", &["0"][..]),
         ("SHIM_TIMING", "often", &["all", "none"][..]),
         ("SHIM_ON_FULL", "explode", &["block", "drop"][..]),

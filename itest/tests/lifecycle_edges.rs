@@ -70,10 +70,14 @@ fn heap_introspection_is_answered_by_the_backend_in_use() {
         let j = t.out.json();
         let in_use = j["in_use"].as_u64().unwrap();
         // glibc serves 64 KiB blocks from its heap (uordblks counts them); jemalloc counts
-        // allocated bytes, mimalloc committed ones: all at least what is live.
+        // allocated bytes, mimalloc committed ones, tcmalloc allocated bytes, snmalloc bytes
+        // reserved, rpmalloc mapped less cached: all at least what is live.
         assert!(in_use >= want, "{backend}: mallinfo2 says {in_use} bytes in use, {want} are live");
         assert!(j["mallinfo_in_use"].as_i64().unwrap() as u64 >= want, "{backend}: mallinfo: {j}");
-        assert_eq!(j["trim"], 1, "{backend}: malloc_trim: {j}");
+        // snmalloc and rpmalloc have no call that returns memory: malloc_trim says it released
+        // nothing (0), as glibc's does when it had nothing to release.
+        let trims = !matches!(backend, "snmalloc" | "rpmalloc");
+        assert_eq!(j["trim"], trims as u64, "{backend}: malloc_trim: {j}");
     }
 }
 

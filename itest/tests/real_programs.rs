@@ -209,4 +209,16 @@ cases! {
     pipeline_glibc: pipeline_case, "glibc";
     pipeline_jemalloc: pipeline_case, "jemalloc";
     pipeline_mimalloc: pipeline_case, "mimalloc";
+    python_tcmalloc: python_case, "tcmalloc";
+    python_snmalloc: python_case, "snmalloc";
+    python_rpmalloc: python_case, "rpmalloc";
+    git_tcmalloc: git_case, "tcmalloc";
+    git_snmalloc: git_case, "snmalloc";
+    git_rpmalloc: git_case, "rpmalloc";
+    gcc_tcmalloc: gcc_case, "tcmalloc";
+    gcc_snmalloc: gcc_case, "snmalloc";
+    gcc_rpmalloc: gcc_case, "rpmalloc";
+    pipeline_tcmalloc: pipeline_case, "tcmalloc";
+    pipeline_snmalloc: pipeline_case, "snmalloc";
+    pipeline_rpmalloc: pipeline_case, "rpmalloc";
 }

@@ -255,3 +255,39 @@ fn a_full_disk_closes_the_window() {
     assert!(r.issues.is_empty(), "window 1's log: {:?}", r.issues);
     assert!(r.events().filter(|e| e.op == Op::Malloc).count() > 1000);
 }
+
+/// Every backend's own statistics reach the watch log under names the reader knows (code 0
+/// is "unknown"), and they are that backend's: the names `shim_backend` gives it.
+#[test]
+fn every_backend_watch_log_has_its_statistics() {
+    let runs: Vec<_> = BACKENDS
+        .iter()
+        .map(|&b| {
+            std::thread::spawn(move || {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let out = run_windows(dir.path(), "3", &[("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "2s"), ("SHIM_BACKEND", b)]);
+                out.assert_success(&format!("windows.c under {b}"));
+                let (h, watch) = events(&dir.path().join("w.0.shimlog"));
+                assert_eq!(h.backend, b);
+                let names: std::collections::BTreeSet<&str> =
+                    watch.iter().filter(|e| e.op == Op::AllocStat).map(|e| recorder::alloc_stat_name(e.size)).collect();
+                assert!(!names.is_empty(), "{b}: no allocator statistics in the watch log");
+                assert!(!names.contains("unknown"), "{b}: statistics of unknown name: {names:?}");
+                let want: std::collections::BTreeSet<&str> = match b {
+                    "glibc" => ["arena", "mmapped", "in_use", "free", "releasable"].into(),
+                    "jemalloc" => ["allocated", "active", "resident", "mapped", "metadata", "retained"].into(),
+                    "mimalloc" => ["current_commit", "peak_commit", "page_faults"].into(),
+                    "tcmalloc" => ["allocated", "heap_size", "physical", "pageheap_free", "pageheap_unmapped",
+                        "central_cache_free", "transfer_cache_free", "thread_cache_free"].into(),
+                    "snmalloc" => ["reserved", "peak_reserved"].into(),
+                    "rpmalloc" => ["mapped", "mapped_peak", "cached", "huge_alloc", "mapped_total", "unmapped_total"].into(),
+                    _ => unreachable!(),
+                };
+                assert_eq!(names, want, "{b}: statistics in the watch log");
+            })
+        })
+        .collect();
+    for r in runs {
+        r.join().expect("a backend's run failed");
+    }
+}

@@ -122,7 +122,7 @@ pub mod site_flags {
 }
 
 /// Names of the [`Op::AllocStat`] statistics, by their code (index).
-pub const ALLOC_STAT_NAMES: [&str; 15] = [
+pub const ALLOC_STAT_NAMES: [&str; 29] = [
     "unknown",
     "allocated",
     "active",
@@ -138,6 +138,23 @@ pub const ALLOC_STAT_NAMES: [&str; 15] = [
     "in_use",
     "free",
     "releasable",
+    // gperftools' tcmalloc (MallocExtension properties; "allocated" above too).
+    "heap_size",
+    "physical",
+    "pageheap_free",
+    "pageheap_unmapped",
+    "central_cache_free",
+    "transfer_cache_free",
+    "thread_cache_free",
+    // snmalloc.
+    "reserved",
+    "peak_reserved",
+    // rpmalloc's global statistics ("mapped" above too).
+    "mapped_peak",
+    "cached",
+    "huge_alloc",
+    "mapped_total",
+    "unmapped_total",
 ];
 
 /// The name of an [`Op::AllocStat`] code.

@@ -196,9 +196,14 @@ pub fn read() -> Config {
         Some(v) if v.is_empty() => Choice::Unset,
         Some(v) if v.eq_ignore_ascii_case(b"own") => Choice::Own,
         Some(v) => match Backend::parse(v) {
-            Some(b) => Choice::Switch(b),
+            Some(b) if b.available() => Choice::Switch(b),
+            // Only tcmalloc can be missing (Debian's static library absent at build time).
+            Some(_) => {
+                w[0] = Some("shim: SHIM_BACKEND=tcmalloc is not in this build (available: own, glibc, jemalloc, mimalloc, snmalloc, rpmalloc); using the default");
+                Choice::Unset
+            }
             None => {
-                w[0] = Some("shim: unknown SHIM_BACKEND (accepted: own, glibc, jemalloc, mimalloc); using the default");
+                w[0] = Some("shim: unknown SHIM_BACKEND (accepted: own, glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc); using the default");
                 Choice::Unset
             }
         },

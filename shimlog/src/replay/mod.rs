@@ -1,4 +1,4 @@
-//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc] [--json] [--pace[=sleep|busy]]
+//! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc,tcmalloc,snmalloc,rpmalloc] [--json] [--pace[=sleep|busy]]
 //! [--touch=none|first|all] [--timing=N|all]`.
 //!
 //! The parent turns the log into a plan once (planner.rs: one op stream per recorded thread,
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         return run_child(b, &a);
     }
     let mut backends: Vec<Backend> = Vec::new();
-    for b in if a.backend.is_empty() { Backend::ALL.to_vec() } else { a.backend.clone() } {
+    for b in if a.backend.is_empty() { Backend::available_all() } else { a.backend.clone() } {
         if !backends.contains(&b) {
             backends.push(b);
         }
