@@ -789,9 +789,11 @@ fn memory_stays_bounded_on_a_long_log() {
     assert!(file_kb > 8 * 1024, "the log should be larger than the reader's own memory: {file_kb} KiB");
     for args in [vec!["stats", "--one-thread", &log], vec!["stats", &log]] {
         let rss = peak_rss_kb(&args);
-        // The binary, its tables and histograms, and a few frames in flight; a reader that
-        // kept what it read mapped would hold the whole file besides.
-        assert!(rss < 12 * 1024 + file_kb / 4, "{args:?}: peak RSS {rss} KiB for a log of {file_kb} KiB");
+        // The binary, its tables and histograms, the six backends' own arenas (their size
+        // classes are asked for the slop table), and a few frames in flight: 14-15 MiB
+        // alone, up to 21 under the whole suite's load. A reader that kept what it read
+        // mapped would hold the whole file (18 MiB) besides, over 30.
+        assert!(rss < 12 * 1024 + file_kb / 2, "{args:?}: peak RSS {rss} KiB for a log of {file_kb} KiB");
     }
 }
 
