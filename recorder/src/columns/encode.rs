@@ -1,13 +1,26 @@
 //! A buffer's records into columns (the recorder thread's side; never the hot path).
+//!
+//! One pass over the rows: each record is decoded, its pointers predicted and its values
+//! stored straight into the columns through cursors that have room reserved for a chunk of
+//! records, so that no value checks a vector's capacity and the model's fields stay in
+//! registers. Malloc and free, most of every log, have arms of their own; every other
+//! record takes the general one, which the arms must match byte for byte (tested).
 use super::model::{class, Model};
 use super::*;
-use crate::buffer::DecodeState;
+use crate::buffer::{DecodeState, RawRecord};
 use crate::event::Field;
 use crate::varint::{self, zigzag};
 
 /// Entries of the encoder's table of recent allocations (pointer to its place in the
 /// frame's allocations); lossy: a collision only makes a free a miss.
 const TABLE_BITS: u32 = 13;
+
+/// Records between two reservations of room in the columns.
+const CHUNK: usize = 256;
+/// Room each column gets for a chunk: a record writes at most three varints into one column
+/// (a verbatim reallocarray's old block, count and pointer into OTHER), and a varint store
+/// writes at most MAX_LEN bytes.
+const ROOM: usize = CHUNK * 3 * varint::MAX_LEN;
 
 /// How a pointer that is released (free, realloc's old block) is written.
 #[derive(Clone, Copy)]
@@ -28,6 +41,9 @@ pub struct Encoder {
     seq_base: u64,
     pub cols: Columns,
     pub tuning: Tuning,
+    /// The CPU runs the x86-64-v3 copy of the loop (and its PEXT is fast).
+    v3: bool,
+    pext: bool,
 }
 
 impl Default for Encoder {
@@ -41,29 +57,89 @@ fn slot(p: u64) -> usize {
     ((p >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_BITS)) as usize
 }
 
-/// Appends `v` as a varint. Up to 8 bytes (values below 2^56) without a branch on the
-/// length: the 7-bit groups spread into bytes, the continuation bits or-ed in, 8 bytes
-/// stored and the length advanced by what counts.
+/// Stores `v` as a varint at `*at` and moves `*at` past it. Up to 8 bytes (values below
+/// 2^56) without a branch on the length: the 7-bit groups spread into bytes, the
+/// continuation bits or-ed in, 8 bytes stored and the cursor advanced by what counts.
+/// SAFETY: `*at` must have MAX_LEN writable bytes.
 #[inline(always)]
-pub(super) fn put(col: &mut Vec<u8>, v: u64) {
-    if col.capacity() - col.len() < varint::MAX_LEN {
-        col.reserve(4096);
-    }
+unsafe fn put_at(at: &mut *mut u8, v: u64) {
     let n = (64 - (v | 1).leading_zeros()).div_ceil(7) as usize;
-    // SAFETY: the capacity after len holds MAX_LEN bytes, what either store writes at most;
-    // the bytes that len then covers were written.
     unsafe {
-        let at = col.as_mut_ptr().add(col.len());
         if n <= 8 {
             let x = (v & 0x0fff_ffff) | ((v & 0x00ff_ffff_f000_0000) << 4);
             let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
             let x = (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1);
             let cont = 0x8080_8080_8080_8080u64 & ((1u64 << (8 * (n - 1))) - 1);
             at.cast::<u64>().write_unaligned((x | cont).to_le());
-            col.set_len(col.len() + n);
+            *at = at.add(n);
         } else {
-            let end = varint::put_raw(at, v);
-            col.set_len(col.len() + end.offset_from(at) as usize);
+            *at = varint::put_raw(*at, v);
+        }
+    }
+}
+
+/// Appends `v` to `col` as a varint.
+#[inline(always)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(super) fn put(col: &mut Vec<u8>, v: u64) {
+    col.reserve(varint::MAX_LEN);
+    // SAFETY: MAX_LEN bytes reserved after len; the bytes len then covers were written.
+    unsafe {
+        let mut at = col.as_mut_ptr().add(col.len());
+        put_at(&mut at, v);
+        col.set_len(at.offset_from(col.as_ptr()) as usize);
+    }
+}
+
+/// Write cursors into the columns, with ROOM bytes reserved after each.
+struct Out {
+    at: [*mut u8; N_COLS],
+}
+
+impl Out {
+    fn open(cols: &mut [Vec<u8>; N_COLS]) -> Out {
+        Out {
+            at: std::array::from_fn(|c| {
+                cols[c].reserve(ROOM);
+                // SAFETY: len is within the allocation.
+                unsafe { cols[c].as_mut_ptr().add(cols[c].len()) }
+            }),
+        }
+    }
+
+    /// The columns' lengths up to the cursors.
+    fn close(&self, cols: &mut [Vec<u8>; N_COLS]) {
+        for (c, col) in cols.iter_mut().enumerate() {
+            // SAFETY: the cursor moved forward from len over written bytes, within ROOM.
+            unsafe { col.set_len(self.at[c].offset_from(col.as_ptr()) as usize) }
+        }
+    }
+
+    #[inline(always)]
+    fn put(&mut self, c: usize, v: u64) {
+        // SAFETY: at most CHUNK records go between open and close, each storing at most 3
+        // varints into a column: ROOM covers them.
+        unsafe { put_at(&mut self.at[c], v) }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, c: usize, b: u8) {
+        // SAFETY: as for put.
+        unsafe {
+            *self.at[c] = b;
+            self.at[c] = self.at[c].add(1);
+        }
+    }
+
+    #[inline(always)]
+    fn freed(&mut self, code: Freed) {
+        match code {
+            Freed::Null => self.put(FREE, 1),
+            Freed::Hit(k, _) => self.put(FREE, k + 1),
+            Freed::Miss(d) => {
+                self.put(FREE, 0);
+                self.put(MISS, zigzag(d >> 3));
+            }
         }
     }
 }
@@ -76,6 +152,8 @@ impl Encoder {
             seq_base: 0,
             cols: Columns::default(),
             tuning: Tuning::default(),
+            v3: crate::cpu::has_v3(),
+            pext: crate::cpu::has_fast_pext(),
         }
     }
 
@@ -83,26 +161,71 @@ impl Encoder {
     /// `first_ticks`) into `self.cols`. Returns the number of records, or the offset of a
     /// malformed one.
     pub fn encode(&mut self, records: &[u8], first_ticks: u64) -> Result<u32, usize> {
-        for c in self.cols.0.iter_mut() {
+        #[cfg(target_arch = "x86_64")]
+        if self.v3 {
+            // SAFETY: v3 only when the CPU has every feature encode_v3 is compiled for
+            // (cpu::has_v3), pext only when its PEXT is fast as well.
+            return unsafe {
+                if self.pext {
+                    self.encode_v3::<true>(records, first_ticks)
+                } else {
+                    self.encode_v3::<false>(records, first_ticks)
+                }
+            };
+        }
+        self.encode_with::<false, true>(records, first_ticks)
+    }
+
+    /// [`Encoder::encode`] with the general arm only: what the malloc and free arms must
+    /// match.
+    #[cfg(test)]
+    pub(super) fn encode_general(&mut self, records: &[u8], first_ticks: u64) -> Result<u32, usize> {
+        self.encode_with::<false, false>(records, first_ticks)
+    }
+
+    /// [`Encoder::encode`] compiled for x86-64-v3 (see [`crate::cpu`]).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
+    unsafe fn encode_v3<const PEXT: bool>(&mut self, records: &[u8], first_ticks: u64) -> Result<u32, usize> {
+        self.encode_with::<PEXT, true>(records, first_ticks)
+    }
+
+    #[inline(always)]
+    fn encode_with<const PEXT: bool, const ARMS: bool>(&mut self, records: &[u8], first_ticks: u64) -> Result<u32, usize> {
+        // The columns out of self while their cursors write, so that the compiler knows the
+        // stores leave the model alone.
+        let mut cols = std::mem::take(&mut self.cols.0);
+        for c in cols.iter_mut() {
             c.clear();
         }
         self.seq_base += self.model.allocs.len() as u64 + 1;
         self.model.reset(first_ticks);
         let mut st = DecodeState::new(first_ticks);
         let mut n = 0u32;
-        loop {
-            let rec = match st.next_common::<false>(records) {
-                Some(r) => r,
-                None => match st.next_record(records) {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(at) => return Err(at),
-                },
-            };
-            self.record(&rec);
-            n += 1;
-        }
-        Ok(n)
+        let r = 'frame: loop {
+            let mut out = Out::open(&mut cols);
+            for _ in 0..CHUNK {
+                let rec = match st.next_common::<PEXT>(records) {
+                    Some(r) => r,
+                    None => match st.next_record(records) {
+                        Ok(Some(r)) => r,
+                        Ok(None) => {
+                            out.close(&mut cols);
+                            break 'frame Ok(n);
+                        }
+                        Err(at) => {
+                            out.close(&mut cols);
+                            break 'frame Err(at);
+                        }
+                    },
+                };
+                self.record::<ARMS>(&rec, &mut out);
+                n += 1;
+            }
+            out.close(&mut cols);
+        };
+        self.cols.0 = cols;
+        r
     }
 
     fn freed_code(&self, p: u64) -> Freed {
@@ -123,8 +246,8 @@ impl Encoder {
         Freed::Miss(p.wrapping_sub(self.model.last_free) as i64)
     }
 
-    #[inline]
-    fn record(&mut self, rec: &crate::buffer::RawRecord) {
+    #[inline(always)]
+    fn record<const ARMS: bool>(&mut self, rec: &RawRecord, out: &mut Out) {
         let op = rec.op;
         let a = &rec.args;
         let m = &mut self.model;
@@ -136,26 +259,72 @@ impl Encoder {
         let tv = if self.tuning.dod { dt.wrapping_sub(m.last_dt) } else { dt };
         m.last_dt = dt;
         m.last_ticks = rec.ticks;
-        if !op.is_alloc_family() {
-            self.cols.0[OPS].push(tag);
-            put(&mut self.cols.0[TIME], zigzag(tv));
-            for f in op.layout() {
-                match f {
-                    Field::Size => put(&mut self.cols.0[SIZE], a.size),
-                    _ => put(&mut self.cols.0[OTHER], a.value),
+        match op {
+            Op::Malloc if ARMS => self.malloc(tag, tv, a.size, a.ptr, out),
+            Op::Free if ARMS => self.free(tag, tv, a.ptr, out),
+            _ if op.is_alloc_family() => self.alloc_record(tag, tv, rec, out),
+            _ => {
+                out.push(OPS, tag);
+                out.put(TIME, zigzag(tv));
+                for f in op.layout() {
+                    match f {
+                        Field::Size => out.put(SIZE, a.size),
+                        _ => out.put(OTHER, a.value),
+                    }
                 }
             }
-        } else {
-            self.alloc_record(tag, tv, rec);
         }
         if let Some(t) = rec.backend_ticks {
-            put(&mut self.cols.0[BACKEND], t);
+            out.put(BACKEND, t);
+        }
+    }
+
+    /// Malloc's arm: [`Encoder::alloc_record`] for a record with a size and a new pointer.
+    #[inline(always)]
+    fn malloc(&mut self, mut tag: u8, tv: i64, size: u64, ptr: u64, out: &mut Out) {
+        let m = &mut self.model;
+        let base = if self.tuning.class_alloc { m.alloc_base(size) } else { m.last_alloc };
+        let delta = ptr.wrapping_sub(base) as i64;
+        let verbatim = delta & 7 != 0;
+        if ptr != 0 {
+            let seq1 = self.seq_base + m.allocs.len() as u64 + 1;
+            self.table[slot(ptr)] = (ptr, seq1);
+        }
+        m.allocated(ptr, size);
+        tag |= if verbatim { COL_VERBATIM } else { 0 };
+        out.push(OPS, tag);
+        out.put(TIME, zigzag(tv));
+        out.put(SIZE, size);
+        if verbatim {
+            out.put(OTHER, ptr);
+        } else {
+            out.put(ALLOC, zigzag(delta >> 3));
+        }
+    }
+
+    /// Free's arm: [`Encoder::alloc_record`] for a record with only the block released.
+    #[inline(always)]
+    fn free(&mut self, mut tag: u8, tv: i64, ptr: u64, out: &mut Out) {
+        let code = self.freed_code(ptr);
+        let (verbatim, known) = match code {
+            Freed::Miss(d) => (d & 7 != 0, None),
+            Freed::Hit(_, s) => (false, Some(s)),
+            Freed::Null => (false, None),
+        };
+        self.model.freed(ptr, known);
+        tag |= if verbatim { COL_VERBATIM } else { 0 };
+        out.push(OPS, tag);
+        out.put(TIME, zigzag(tv));
+        if verbatim {
+            out.put(OTHER, ptr);
+        } else {
+            out.freed(code);
         }
     }
 
     /// An allocation-family record: its pointers predicted (or, when a prediction is not a
     /// multiple of 8 bytes, all of them verbatim, tag bit COL_VERBATIM).
-    fn alloc_record(&mut self, mut tag: u8, tv: i64, rec: &crate::buffer::RawRecord) {
+    fn alloc_record(&mut self, mut tag: u8, tv: i64, rec: &RawRecord, out: &mut Out) {
         let op = rec.op;
         let a = &rec.args;
         let layout = op.layout();
@@ -203,30 +372,18 @@ impl Encoder {
         if verbatim {
             tag |= COL_VERBATIM;
         }
-        let c = &mut self.cols.0;
-        c[OPS].push(tag);
-        put(&mut c[TIME], zigzag(tv));
+        out.push(OPS, tag);
+        out.put(TIME, zigzag(tv));
         for f in layout {
             match f {
-                Field::Size => put(&mut c[SIZE], a.size),
-                Field::Count | Field::Align => put(&mut c[OTHER], a.count | a.align),
-                Field::Old | Field::Ptr if verbatim => put(&mut c[OTHER], if *f == Field::Old { a.old } else { a.ptr }),
-                Field::Old => put_freed(c, code),
-                Field::Ptr if frees => put_freed(c, code),
-                Field::Ptr => put(&mut c[ALLOC], zigzag(alloc_delta >> 3)),
-                Field::Value | Field::Tid => put(&mut c[OTHER], a.value),
+                Field::Size => out.put(SIZE, a.size),
+                Field::Count | Field::Align => out.put(OTHER, a.count | a.align),
+                Field::Old | Field::Ptr if verbatim => out.put(OTHER, if *f == Field::Old { a.old } else { a.ptr }),
+                Field::Old => out.freed(code),
+                Field::Ptr if frees => out.freed(code),
+                Field::Ptr => out.put(ALLOC, zigzag(alloc_delta >> 3)),
+                Field::Value | Field::Tid => out.put(OTHER, a.value),
             }
-        }
-    }
-}
-
-fn put_freed(c: &mut [Vec<u8>; N_COLS], code: Freed) {
-    match code {
-        Freed::Null => put(&mut c[FREE], 1),
-        Freed::Hit(k, _) => put(&mut c[FREE], k + 1),
-        Freed::Miss(d) => {
-            put(&mut c[FREE], 0);
-            put(&mut c[MISS], zigzag(d >> 3));
         }
     }
 }
