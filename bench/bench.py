@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backends  # noqa: E402
+import columns  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
 import fidelity  # noqa: E402
@@ -359,6 +360,8 @@ def full():
     sampled.write(sampled.measure(smoke=False))
     say("recording on many threads: 1, 2 and 8 threads (bench/threads.py)")
     threads.write(threads.measure(smoke=False))
+    say("columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)")
+    columns.write(columns.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -410,7 +413,8 @@ def smoke():
         failures += 1
         say(f"fidelity smoke failed: {e}")
     # The scripts that write a section of their own, once at their smoke sizes.
-    for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads)):
+    for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads),
+                      ("columnar frames", columns)):
         n += 1
         try:
             mod.measure(smoke=True)

@@ -28,7 +28,7 @@ def frames(path):
         if magic != b"SHIMLOG\0":
             raise ValueError(f"{path}: not a shim log (magic {magic!r})")
         header = json.loads(f.read(header_len).decode("utf-8").strip() or "{}")
-        n = records = raw = comp = 0
+        n = records = raw = comp = columnar = 0
         thread_records = {}  # stream -> records; stream 0 holds the process records
         clean = True
         pos = PREAMBLE.size + header_len
@@ -49,11 +49,13 @@ def frames(path):
                 thread_records[stream] = thread_records.get(stream, 0) + nrec
             records += nrec
             raw += raw_len & 0x7FFFFFFF  # bit 31: a columnar frame (version 5)
+            columnar += raw_len >> 31
             comp += comp_len
             pos += FRAME.size + comp_len
         size = f.seek(0, 2)
     return {"header": header, "version": version, "frames": n, "records": records,
             "raw_bytes": raw, "comp_bytes": comp, "file_bytes": size, "clean": clean,
+            "columnar_frames": columnar,
             "threads": len(thread_records), "thread_records": sum(thread_records.values())}
 
 

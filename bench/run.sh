@@ -53,6 +53,8 @@ if [ "$mode" = full ]; then
   cargo build --release -q -p shimlog --example genlog
   cargo build --release -q -p recorder --example zstdspeed --example readspeed
 fi
+# The columnar frames' bytes and recorder work, timed on logs (bench/columns.py, both modes).
+cargo build --release -q -p recorder --example colbytes --example colspeed
 
 # The workloads, built the same way as the demo.
 bin=bench/out/bin
