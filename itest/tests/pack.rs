@@ -1,6 +1,7 @@
-//! SHIM_PACK=columns under the real shim, every backend: tests/c/counts.c recorded with
-//! columnar frames reads back as the same calls as with rows (the default), in a smaller
-//! log, and consistent (every free of a block made, no reuse conflict).
+//! SHIM_PACK under the real shim: tests/c/counts.c recorded with columnar frames reads back
+//! as the same calls as with rows, in a smaller log, and consistent (every free of a block
+//! made, no reuse conflict), on every backend; `auto` (the default) writes rows while every
+//! core is busy.
 use itest::*;
 
 const OPS: [&str; 8] = ["malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign", "valloc"];
@@ -32,4 +33,69 @@ fn columns_read_back_as_rows_do() {
         cols.assert_consistent(true);
         assert!(cols_bytes < rows_bytes, "{backend}: columns {cols_bytes} bytes, rows {rows_bytes}");
     }
+}
+
+/// The share of a log's thread-stream frames that are columnar.
+fn columnar_share(log: &std::path::Path) -> (usize, usize) {
+    let r = recorder::LogReader::open(log.to_str().unwrap()).expect("open the log");
+    let frames: Vec<_> = r.frames.iter().filter(|f| f.h.stream != 0).collect();
+    (frames.iter().filter(|f| f.h.columnar).count(), frames.len())
+}
+
+/// SHIM_PACK=auto (the default) writes rows while no core is idle: with twice as many
+/// spinning threads as CPUs beside it, a program allocating for 2 s gets columns only until
+/// the recorder's first look at /proc/stat (200 ms), and SHIM_PACK=columns packs regardless.
+#[test]
+fn auto_writes_rows_while_every_core_is_busy() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let n = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<_> = (0..n)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let run = |pack: Option<&str>| {
+        let t = run_traced("glibc", || {
+            let mut c = command(cprog("windows"));
+            c.arg("2");
+            if let Some(p) = pack {
+                c.env("SHIM_PACK", p);
+            }
+            c
+        });
+        t.out.assert_success("windows 2");
+        assert!(!t.out.stderr.contains("shim:"), "{}", t.out.stderr);
+        columnar_share(&t.only_log())
+    };
+    let auto = run(None);
+    let columns = run(Some("columns"));
+    stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    assert!(auto.1 >= 8 && columns.1 >= 8, "too few frames to judge: auto {auto:?}, columns {columns:?}");
+    assert!(auto.0 * 2 < auto.1, "SHIM_PACK=auto packed {} of {} frames with every core busy", auto.0, auto.1);
+    assert!(columns.0 * 10 >= columns.1 * 9, "SHIM_PACK=columns packed only {} of {} frames", columns.0, columns.1);
+}
+
+/// A bad SHIM_PACK gives one line and the default.
+#[test]
+fn an_unknown_pack_gives_one_line() {
+    let t = run_traced("glibc", || {
+        let mut c = command(cprog("counts"));
+        c.arg("10").env("SHIM_PACK", "zip");
+        c
+    });
+    t.out.assert_success("counts under SHIM_PACK=zip");
+    let lines: Vec<_> = t.out.stderr.lines().filter(|l| l.contains("shim:")).collect();
+    assert_eq!(lines, ["shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto"], "{}", t.out.stderr);
 }

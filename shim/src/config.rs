@@ -1,6 +1,7 @@
 //! The environment variables, read once at start-up without allocating (the first malloc can
 //! come before libc has set `environ`; then /proc/self/environ is read instead).
 use shim_backend::Backend;
+use crate::packing::Pack;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Timing {
@@ -59,10 +60,9 @@ pub struct Config {
     /// SHIM_RECORD=sample: only the sampled allocations (with their stacks), their frees
     /// and the slow calls are recorded.
     pub sample_only: bool,
-    /// SHIM_PACK=columns: the recorder packs each buffer into columns before zstd (about
-    /// half the log bytes, at several times the recorder's CPU); `rows` (the default): zstd
-    /// alone.
-    pub columns: bool,
+    /// SHIM_PACK: columns (about half the log bytes, at 2-3 times the recorder's CPU), rows
+    /// (zstd alone), or auto (the default: columns while a core is idle).
+    pub pack: crate::packing::Pack,
     /// One line each, printed once initialisation is far enough to print.
     pub warnings: [Option<&'static str>; 18],
 }
@@ -320,12 +320,13 @@ pub fn read() -> Config {
             true
         }
     };
-    let columns = match getenv(b"SHIM_PACK") {
-        None | Some(b"") | Some(b"rows") => false,
-        Some(b"columns") => true,
+    let pack = match getenv(b"SHIM_PACK") {
+        None | Some(b"") | Some(b"auto") => Pack::Auto,
+        Some(b"columns") => Pack::Columns,
+        Some(b"rows") => Pack::Rows,
         Some(_) => {
-            w[17] = Some("shim: unknown SHIM_PACK (accepted: rows, columns); using rows");
-            false
+            w[17] = Some("shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto");
+            Pack::Auto
         }
     };
     let sample_only = match getenv(b"SHIM_RECORD") {
@@ -375,7 +376,7 @@ pub fn read() -> Config {
         } else {
             sample_only
         },
-        columns,
+        pack,
         warnings: w,
     }
 }

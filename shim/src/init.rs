@@ -118,7 +118,7 @@ fn init() {
         control: cfg.control,
         crash_safe: cfg.crash_safe,
         sample_only: cfg.sample_only,
-        columns: cfg.columns,
+        pack: cfg.pack,
         parent_log: None,
         fork_ticks: None,
     });

@@ -129,7 +129,7 @@ fn restart(forked: bool) {
         control: old.control,
         crash_safe: old.crash_safe,
         sample_only: old.sample_only,
-        columns: old.columns,
+        pack: old.pack,
         parent_log: if forked { Some(old.log_path.clone()) } else { old.parent_log.clone() },
         fork_ticks: if forked { Some(fork_ticks) } else { old.fork_ticks },
     });

@@ -28,8 +28,9 @@ impl LogFile {
             return None;
         };
         w.note_header(reserved);
-        // SHIM_PACK=rows (the default): zstd alone, for every frame of this log.
-        w.hurry(!G.get().columns);
+        // SHIM_PACK=rows: zstd alone, for every frame of this log (the recorder thread
+        // decides buffer by buffer otherwise).
+        w.hurry(G.get().pack == crate::packing::Pack::Rows);
         let Some(own) = G.get().pool.take_empty(0, true) else {
             say("shim: no buffer for the process records; the program runs without recording");
             return None;

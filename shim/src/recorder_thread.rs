@@ -3,6 +3,7 @@
 //! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
 use crate::control::{Control, Request};
 use crate::logfile::LogFile;
+use crate::packing::Packing;
 use crate::shared::{self, say, G};
 use crate::thread::{halt_all, REGISTRY};
 use crate::window::{self, Action, Schedule};
@@ -15,10 +16,6 @@ use recorder::window_event::{
 use recorder::{clock, Op};
 
 const TICK_US: u64 = 500;
-
-/// Full buffers waiting beyond which the recorder writes row frames (zstd alone) instead of
-/// columnar ones, to catch up.
-const HURRY_PENDING: usize = 32;
 
 /// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
 /// allocate on the new thread before it could mark itself internal).
@@ -161,6 +158,7 @@ fn run() {
     }
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
+    let mut packing = Packing::new(g.pack, clock::mono_ns());
     loop {
         let shutdown = shared::SHUTDOWN.load(Acquire);
         let mut drained = 0;
@@ -168,12 +166,9 @@ fn run() {
             drained += 1;
             let ok = match target(&mut main, &mut win) {
                 Some(f) => {
-                    // Rows unless SHIM_PACK=columns; columns only while few full buffers
-                    // wait: packing them costs the recorder
-                    // 35-50 ns a record more than zstd alone, which must never make the
-                    // program wait for a free buffer (the pool holds 64 before threads
-                    // wait; BENCHMARKS.md, "Columnar frames").
-                    f.hurry(!g.columns || g.pool.pending() > HURRY_PENDING);
+                    // Rows or columns, as SHIM_PACK, the idle cores and the full buffers
+                    // waiting say (crate::packing).
+                    f.hurry(packing.rows(g.pool.pending()));
                     f.write(unsafe { &*b })
                 }
                 None => true,
@@ -211,6 +206,7 @@ fn run() {
         }
         if now.wrapping_sub(last_rss) >= ticks_100ms {
             last_rss = now;
+            packing.tick(clock::mono_ns());
             if let (Some(rss), Some(f)) = (statm.as_ref().and_then(rss_bytes), target(&mut main, &mut win)) {
                 f.note(Op::Rss, now, rss);
             }

@@ -44,8 +44,8 @@ pub struct Globals {
     pub crash_safe: bool,
     /// SHIM_RECORD=sample: only sampled allocations, their frees and slow calls.
     pub sample_only: bool,
-    /// SHIM_PACK=columns: columnar frames while the recorder keeps up.
-    pub columns: bool,
+    /// SHIM_PACK: how the recorder packs buffers (crate::packing).
+    pub pack: crate::packing::Pack,
     /// In a fork child: the parent's log, and the moment of the fork (log ticks).
     pub parent_log: Option<String>,
     pub fork_ticks: Option<u64>,

@@ -66,6 +66,7 @@ pub fn read_report(r: &LogReader, ev: &recorder::reader::Events<'_>) -> ReadRepo
         clean_end,
         calls_after_cut: ev.after_cut,
         frames: r.frames.len() as u64,
+        columnar_frames: r.frames.iter().filter(|f| f.h.columnar).count() as u64,
         compressed_bytes: r.compressed_bytes(),
         file_bytes: r.file_len,
         issues: r

@@ -277,6 +277,7 @@ fn total_section(
     };
     for (i, s) in sections.iter().enumerate() {
         read.frames += s.read.frames;
+        read.columnar_frames += s.read.columnar_frames;
         read.calls_after_cut += s.read.calls_after_cut;
         read.compressed_bytes += s.read.compressed_bytes;
         read.file_bytes += s.read.file_bytes;

@@ -135,8 +135,9 @@ fn read(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     let r = &s.read;
     writeln!(
         w,
-        "   read {} frames, {} compressed{}",
+        "   read {} frames ({} columnar), {} compressed{}",
         count(r.frames),
+        count(r.columnar_frames),
         bytes(r.compressed_bytes),
         if r.clean_end {
             "; the log was closed cleanly"

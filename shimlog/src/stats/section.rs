@@ -99,6 +99,8 @@ pub struct ReadReport {
     /// exit), left out so that the log reads as one consistent moment of the process.
     pub calls_after_cut: u64,
     pub frames: u64,
+    /// Of them, stored by column (format version 5; the rest are rows).
+    pub columnar_frames: u64,
     pub compressed_bytes: u64,
     pub file_bytes: u64,
     /// What was wrong with the file and how the reader went on.
