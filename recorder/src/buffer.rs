@@ -20,6 +20,15 @@ pub struct Args {
     pub value: u64,
 }
 
+impl Args {
+    /// Bytes a call of `op` with these arguments asked for (count * size for the array
+    /// forms), as [`crate::event::Event::requested`] reads it back from the log.
+    #[inline(always)]
+    pub fn requested(&self, op: Op) -> u64 {
+        op.requested(self.count, self.size)
+    }
+}
+
 #[repr(C)]
 pub struct Buf {
     /// The stream these records belong to (0: process records, else a thread).
