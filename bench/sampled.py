@@ -83,10 +83,7 @@ def per_pair(reps, smoke):
     """CPU ns per malloc/free pair on bench/workloads/single.c (one thread, 8-512 B):
     SHIM_TRACE=0, watching only (SHIM_START=1h: each call marked for the watchdog, as in
     sample mode) and SHIM_RECORD=sample, alternately, medians."""
-    exe = os.path.join(wl.BIN, "single")
-    if not os.path.exists(exe):
-        os.makedirs(wl.BIN, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "workloads", "single.c")], check=True)
+    exe = wl.build("single")
     n = 20_000 if smoke else 10_000_000
     cfgs = [("trace0", {"SHIM_TRACE": "0"}), ("watch", {"SHIM_START": "1h"}), ("sample", {"SHIM_RECORD": "sample"})]
     cpu = {c: [] for c, _ in cfgs}

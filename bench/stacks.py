@@ -31,12 +31,7 @@ TITLE = "## Call stacks"
 
 
 def build_depth():
-    os.makedirs(BIN, exist_ok=True)
-    src = os.path.join(ROOT, "bench", "workloads", "stack_depth.c")
-    exe = os.path.join(BIN, "stack_depth_fp")
-    if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
-        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
-    return exe
+    return wl.build("stack_depth", ("-O2", "-g", "-fno-omit-frame-pointer"), "stack_depth_fp")
 
 
 def timed(argv, env, logdir):

@@ -31,21 +31,12 @@ TITLE = "## Recording on many threads"
 EVENTS = 8_000_000
 
 
-def build(name):
-    exe = os.path.join(wl.BIN, name)
-    src = os.path.join(ROOT, "bench", "workloads", name + ".c")
-    if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
-        os.makedirs(wl.BIN, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
-    return exe
-
-
 def programs(events):
     pairs = events // 2
     return [
-        ("1 thread (single)", [build("single"), str(pairs)]),
-        ("2 threads, every free cross-thread (prodcons)", [build("prodcons"), str(pairs), "1"]),
-        ("8 threads, 1 free in 16 cross-thread (threads8)", [build("threads8"), str(pairs // 8), "8"]),
+        ("1 thread (single)", [wl.build("single"), str(pairs)]),
+        ("2 threads, every free cross-thread (prodcons)", [wl.build("prodcons"), str(pairs), "1"]),
+        ("8 threads, 1 free in 16 cross-thread (threads8)", [wl.build("threads8"), str(pairs // 8), "8"]),
     ]
 
 
