@@ -59,10 +59,13 @@ cargo build --release -q -p recorder --example colbytes --example colspeed
 # The workloads, built the same way as the demo.
 bin=bench/out/bin
 mkdir -p "$bin"
-# The replay fidelity programs (bench/fidelity.py) are built the same way.
+# The replay fidelity programs (bench/fidelity.py) are built the same way. A workload
+# that includes bench/workloads/rand.h is rebuilt when the header is newer, too.
 for src in bench/workloads/*.c bench/workloads/fidelity/*.c workloads/demo.c; do
   exe="$bin/$(basename "$src" .c)"
-  if [ ! -x "$exe" ] || [ "$src" -nt "$exe" ]; then
+  dep="$src"
+  if grep -q '^#include "rand.h"' "$src" && [ bench/workloads/rand.h -nt "$src" ]; then dep=bench/workloads/rand.h; fi
+  if [ ! -x "$exe" ] || [ "$dep" -nt "$exe" ]; then
     cc -O2 -pthread -o "$exe" "$src"
   fi
 done

@@ -83,10 +83,7 @@ def per_pair(reps, smoke):
     """CPU ns per malloc/free pair on bench/workloads/single.c (one thread, 8-512 B):
     SHIM_TRACE=0, watching only (SHIM_START=1h: each call marked for the watchdog, as in
     sample mode) and SHIM_RECORD=sample, alternately, medians."""
-    exe = os.path.join(wl.BIN, "single")
-    if not os.path.exists(exe):
-        os.makedirs(wl.BIN, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(ROOT, "bench", "workloads", "single.c")], check=True)
+    exe = wl.build("single")
     n = 20_000 if smoke else 10_000_000
     cfgs = [("trace0", {"SHIM_TRACE": "0"}), ("watch", {"SHIM_START": "1h"}), ("sample", {"SHIM_RECORD": "sample"})]
     cpu = {c: [] for c, _ in cfgs}
@@ -124,21 +121,21 @@ def measure_runs(reps, smoke):
 
 
 def section(rows, rate, pair, reps, cmd):
-    L = [TITLE, "",
-         f"`{cmd}` ({reps} repetitions, the configurations run alternately, medians; this shared 2-core machine is noisy).",
-         "SHIM_RECORD=sample (mean 512 KiB) records the sampled allocations with their stacks, their frees and the slow "
-         "calls; the target is at most 5% over SHIM_TRACE=0 (the shim forwarding only) and under 1 MB of log a minute "
-         "on a busy program. Ratios are to SHIM_TRACE=0; CPU is the process's user + system time, recorder thread included.", "",
-         "| program | SHIM_TRACE=0: wall (s) | CPU (s) | sample: wall | sample: CPU | all (default): wall | all: CPU | "
-         "log sample | sample log per minute | log all | sampled allocations, frees |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    L = sections.intro(TITLE, cmd, reps, "the configurations run alternately, medians")
+    L += ["SHIM_RECORD=sample (mean 512 KiB) records the sampled allocations with their stacks, their frees and the slow "
+          "calls; the target is at most 5% over SHIM_TRACE=0 (the shim forwarding only) and under 1 MB of log a minute "
+          "on a busy program. Ratios are to SHIM_TRACE=0; CPU is the process's user + system time, recorder thread included.", ""]
+    cells = []
     for r in rows:
         w, c, s = r["wall"], r["cpu"], r["log_bytes"]
         per_min = s["sample"] / w["sample"] * 60 if w["sample"] else 0
         n = r["samples"] or (0, 0)
-        L.append(f"| {r['program']} | {w['trace0']:.3f} | {c['trace0']:.3f} | {w['sample'] / w['trace0']:.3f}x | "
-                 f"{c['sample'] / c['trace0']:.3f}x | {w['all'] / w['trace0']:.3f}x | {c['all'] / c['trace0']:.3f}x | "
-                 f"{s['sample'] / 1024:.1f} KiB | {per_min / 1e6:.2f} MB | {s['all'] / 1048576:.2f} MiB | {n[0]:,}, {n[1]:,} |")
+        cells.append([r["program"], f"{w['trace0']:.3f}", f"{c['trace0']:.3f}", f"{w['sample'] / w['trace0']:.3f}x",
+                      f"{c['sample'] / c['trace0']:.3f}x", f"{w['all'] / w['trace0']:.3f}x", f"{c['all'] / c['trace0']:.3f}x",
+                      f"{s['sample'] / 1024:.1f} KiB", f"{per_min / 1e6:.2f} MB", f"{s['all'] / 1048576:.2f} MiB",
+                      f"{n[0]:,}, {n[1]:,}"])
+    L += sections.table(["program", "SHIM_TRACE=0: wall (s)", "CPU (s)", "sample: wall", "sample: CPU", "all (default): wall",
+                         "all: CPU", "log sample", "sample log per minute", "log all", "sampled allocations, frees"], cells)
     L += ["", "Per call, on the one-thread microbenchmark (bench/workloads/single.c, 10 M malloc/free pairs of 8-512 B, "
           f"CPU ns per pair): SHIM_TRACE=0 {pair['trace0']:.1f}, watching only (each call marked for the stall watchdog, "
           f"SHIM_START=1h) {pair['watch']:.1f}, SHIM_RECORD=sample {pair['sample']:.1f}: the sampled mode adds "
@@ -163,7 +160,7 @@ def section(rows, rate, pair, reps, cmd):
           + " (max - min over the median): differences smaller than that are this machine's noise. "
             "A short run's log per minute is mostly its fixed part (header, the loaded objects' list, the stacks' "
             "first definitions), which a long-running server writes once."]
-    return "\n".join(L) + "\n"
+    return sections.text(L)
 
 
 def write(sec):

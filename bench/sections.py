@@ -1,5 +1,6 @@
 """What the bench scripts that rewrite a section of BENCHMARKS.md of their own (stacks.py,
-sampled.py, threads.py) share: replacing that section by its title, and their command line
+sampled.py, threads.py) share: the section's opening lines and its markdown tables,
+replacing that section by its title, and their command line
 
     python3 bench/NAME.py [--smoke] [--write] [REPS]
 
@@ -10,6 +11,27 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def intro(title, cmd, reps, how):
+    """A section's first lines: its title and the command that measured it, with `how`
+    (how the runs were made and summed up)."""
+    return [title, "", f"`{cmd}` ({reps} repetitions, {how}; this shared 2-core machine is noisy)."]
+
+
+def row(cells):
+    """One markdown table line of the (already formatted) cells."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(columns, rows):
+    """A markdown table's lines: the column names, the rule under them, a line a row."""
+    return [row(columns), "|" + "---|" * len(columns)] + [row(r) for r in rows]
+
+
+def text(lines):
+    """A section's text from its lines."""
+    return "\n".join(lines) + "\n"
 
 
 def write(title, sec):

@@ -27,15 +27,11 @@ import workloads as wl  # noqa: E402
 
 ROOT = wl.ROOT
 BIN = wl.BIN
+TITLE = "## Call stacks"
 
 
 def build_depth():
-    os.makedirs(BIN, exist_ok=True)
-    src = os.path.join(ROOT, "bench", "workloads", "stack_depth.c")
-    exe = os.path.join(BIN, "stack_depth_fp")
-    if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
-        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe, src], check=True)
-    return exe
+    return wl.build("stack_depth", ("-O2", "-g", "-fno-omit-frame-pointer"), "stack_depth_fp")
 
 
 def timed(argv, env, logdir):
@@ -128,21 +124,22 @@ def stacks_taken(logdir):
 
 
 def section(unw, mds, reps, cmd):
-    L = ["## Call stacks", "",
-         f"`{cmd}` ({reps} repetitions, run alternately, medians; this shared 2-core machine is noisy).", "",
-         "Unwinding, per stack taken (SHIM_STACKS=all on bench/workloads/stack_depth.c built with frame pointers; "
-         "wall time per malloc/free pair minus the same with SHIM_STACKS=off):", "",
-         "| depth | unwinder | ns per stack | pair without stacks (ns) |", "|---|---|---|---|"]
-    for depth, unwind, per, base in unw:
-        L.append(f"| {depth} | {'unwind tables (.eh_frame, libgcc)' if unwind == 'tables' else 'frame pointers'} | {per:,.0f} | {base:,.0f} |")
+    L = sections.intro(TITLE, cmd, reps, "run alternately, medians")
+    L += ["", "Unwinding, per stack taken (SHIM_STACKS=all on bench/workloads/stack_depth.c built with frame pointers; "
+          "wall time per malloc/free pair minus the same with SHIM_STACKS=off):", ""]
+    L += sections.table(["depth", "unwinder", "ns per stack", "pair without stacks (ns)"],
+                        [[f"{depth}", "unwind tables (.eh_frame, libgcc)" if unwind == "tables" else "frame pointers",
+                          f"{per:,.0f}", f"{base:,.0f}"] for depth, unwind, per, base in unw])
     L += ["", "The modes on real programs, recording (ratios to SHIM_STACKS=off, which records as before stacks existed; "
-          "CPU time is the process's user + system time, recorder thread included, less disturbed by the neighbours than wall time):", "",
-          "| program | off: wall (s) | off: CPU (s) | slow (default): wall | slow: CPU | sample 512 KiB: wall | sample: CPU | log off | log slow | log sample | stacks taken (sample) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "CPU time is the process's user + system time, recorder thread included, less disturbed by the neighbours than wall time):", ""]
+    cells = []
     for name, med, cpu, size, n in mds:
         o, c = med["off"], cpu["off"]
-        L.append(f"| {name} | {o:.3f} | {c:.3f} | {med['slow'] / o:.3f}x | {cpu['slow'] / c:.3f}x | {med['sample'] / o:.3f}x | {cpu['sample'] / c:.3f}x | "
-                 f"{size['off'] / 1048576:.2f} MiB | {size['slow'] / 1048576:.2f} MiB | {size['sample'] / 1048576:.2f} MiB | {n} |")
+        cells.append([name, f"{o:.3f}", f"{c:.3f}", f"{med['slow'] / o:.3f}x", f"{cpu['slow'] / c:.3f}x",
+                      f"{med['sample'] / o:.3f}x", f"{cpu['sample'] / c:.3f}x", f"{size['off'] / 1048576:.2f} MiB",
+                      f"{size['slow'] / 1048576:.2f} MiB", f"{size['sample'] / 1048576:.2f} MiB", f"{n}"])
+    L += sections.table(["program", "off: wall (s)", "off: CPU (s)", "slow (default): wall", "slow: CPU", "sample 512 KiB: wall",
+                         "sample: CPU", "log off", "log slow", "log sample", "stacks taken (sample)"], cells)
     per = {u: p for d_, u, p, _ in unw if d_ == 64}
     L += ["", "What sample mode should cost is the stacks it takes times the cost of one: "
           + "; ".join(f"{name}: {n} stacks x {per.get('tables', 0) / 1000:.1f} us (tables, depth 64) = "
@@ -151,11 +148,11 @@ def section(unw, mds, reps, cmd):
                       for name, med, cpu, size, n in mds if n is not None)
           + ". The default (slow) adds one compare to each timed call (one in 64) and takes a stack only for a call "
             "over SHIM_STALL."]
-    return "\n".join(L) + "\n"
+    return sections.text(L)
 
 
 def write(sec):
-    sections.write("## Call stacks", sec)
+    sections.write(TITLE, sec)
 
 
 def measure(smoke, reps=None):
@@ -167,4 +164,4 @@ def measure(smoke, reps=None):
 
 
 if __name__ == "__main__":
-    sections.main(measure, "## Call stacks")
+    sections.main(measure, TITLE)

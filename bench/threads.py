@@ -31,21 +31,12 @@ TITLE = "## Recording on many threads"
 EVENTS = 8_000_000
 
 
-def build(name):
-    exe = os.path.join(wl.BIN, name)
-    src = os.path.join(ROOT, "bench", "workloads", name + ".c")
-    if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
-        os.makedirs(wl.BIN, exist_ok=True)
-        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
-    return exe
-
-
 def programs(events):
     pairs = events // 2
     return [
-        ("1 thread (single)", [build("single"), str(pairs)]),
-        ("2 threads, every free cross-thread (prodcons)", [build("prodcons"), str(pairs), "1"]),
-        ("8 threads, 1 free in 16 cross-thread (threads8)", [build("threads8"), str(pairs // 8), "8"]),
+        ("1 thread (single)", [wl.build("single"), str(pairs)]),
+        ("2 threads, every free cross-thread (prodcons)", [wl.build("prodcons"), str(pairs), "1"]),
+        ("8 threads, 1 free in 16 cross-thread (threads8)", [wl.build("threads8"), str(pairs // 8), "8"]),
     ]
 
 
@@ -111,13 +102,10 @@ def measure_runs(reps, events):
 
 
 def section(rows, reps, events, cmd):
-    L = [TITLE, "",
-         f"`{cmd}` ({reps} repetitions, bare / SHIM_TRACE=0 / recording run alternately, medians; {events / 1e6:.0f} M "
-         "malloc-family events in every program; this shared 2-core machine is noisy).", "",
-         "| program | bare wall (s) | recording adds, wall ns/event | CPU ns/event | SHIM_TRACE=0 adds, CPU ns/event | "
-         "recorder thread's share of CPU | context switches per 1000 events, voluntary + involuntary: recording (bare) |",
-         "|---|---|---|---|---|---|---|"]
+    L = sections.intro(TITLE, cmd, reps, "bare / SHIM_TRACE=0 / recording run alternately, medians; "
+                       f"{events / 1e6:.0f} M malloc-family events in every program") + [""]
     base = None
+    cells = []
     for r in rows:
         b, o, c = r["med"]["bare"], r["med"]["trace0"], r["med"]["rec"]
         wall = (c[0] - b[0]) / events * 1e9
@@ -126,8 +114,11 @@ def section(rows, reps, events, cmd):
         if base is None:
             base = cpu
         share = f"{r['recorder_share'] * 100:.0f}%" if r["recorder_share"] is not None else "n/a"
-        L.append(f"| {r['program']} | {b[0]:.3f} | {wall:.1f} | {cpu:.1f} ({cpu / base:.2f}x the one thread's) | {off:.1f} | "
-                 f"{share} | {(c[2] + c[3]) / events * 1000:.2f} ({(b[2] + b[3]) / events * 1000:.2f}) |")
+        cells.append([r["program"], f"{b[0]:.3f}", f"{wall:.1f}", f"{cpu:.1f} ({cpu / base:.2f}x the one thread's)", f"{off:.1f}",
+                      share, f"{(c[2] + c[3]) / events * 1000:.2f} ({(b[2] + b[3]) / events * 1000:.2f})"])
+    L += sections.table(["program", "bare wall (s)", "recording adds, wall ns/event", "CPU ns/event",
+                         "SHIM_TRACE=0 adds, CPU ns/event", "recorder thread's share of CPU",
+                         "context switches per 1000 events, voluntary + involuntary: recording (bare)"], cells)
     one, two, eight = [(r["med"]["rec"][1] - r["med"]["bare"][1]) / events * 1e9 for r in rows][:3]
     L += ["", f"Targets (CPU per event against the one thread's): 2 threads within 1.5x: "
           f"**{'met' if two <= 1.5 * one else 'not met'}** ({two / one:.2f}x); 8 threads within 2x: "
@@ -150,7 +141,7 @@ def section(rows, reps, events, cmd):
           "8-thread run already switched context twice as often with it. SCHED_IDLE was worse (the recorder starves "
           "outright). Compressing less (SHIM_ZSTD_LEVEL=-5) or timing nothing (SHIM_TIMING=none) changed nothing "
           "beyond the noise."]
-    return "\n".join(L) + "\n"
+    return sections.text(L)
 
 
 def write(sec):

@@ -44,6 +44,19 @@ def bare_preload(backend):
     return found[0] if found else None
 
 
+def build(name, flags=("-O2", "-pthread"), exe=None):
+    """bench/workloads/NAME.c built into BIN (as bench/run.sh builds it, under the name `exe`,
+    default NAME), again when it or rand.h (which the workloads include) is newer than the
+    binary. Returns the binary's path."""
+    src = os.path.join(ROOT, "bench", "workloads", name + ".c")
+    exe = os.path.join(BIN, exe or name)
+    deps = (src, os.path.join(ROOT, "bench", "workloads", "rand.h"))
+    if not os.path.exists(exe) or max(os.path.getmtime(d) for d in deps) > os.path.getmtime(exe):
+        os.makedirs(BIN, exist_ok=True)
+        subprocess.run(["cc", *flags, "-o", exe, src], check=True)
+    return exe
+
+
 def cc1_argv(src, asm_out):
     """gcc's compiler proper with the arguments the driver gives it for `gcc -O2 -g -S`.
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "rand.h"
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -22,13 +23,6 @@
 #define SLOTS 256
 enum { NONE, SHIM, RDTSC, LFENCE_RDTSC, NMODES };
 static const char *names[NMODES] = {"none", "shim", "rdtsc", "lfence_rdtsc"};
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 static double now_ns(void) {
     struct timespec t;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "rand.h"
 
 #define BATCH 64
 #define QDEPTH 8
@@ -31,13 +32,6 @@ struct pair {
     long iterations, freed, bad;
     uint64_t seed;
 } pairs[MAX_PAIRS];
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
 
 static void *producer(void *arg) {
     struct pair *q = arg;

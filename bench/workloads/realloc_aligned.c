@@ -14,13 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
+#include "rand.h"
 
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 200000;

@@ -9,21 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "rand.h"
 
 #define SLOTS 256
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static size_t pick_size(uint64_t *s) {
-    uint64_t r = next_rand(s);
-    if (r % 4 != 0) return 8 + (r >> 8) % 120;
-    return 8 + (r >> 8) % 504;
-}
 
 int main(int argc, char **argv) {
     long iterations = argc > 1 ? atol(argv[1]) : 1000000;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "rand.h"
 
 #define SLOTS 256
 #define MAXT 64
@@ -21,19 +22,6 @@ static int nthreads = 8;
 static void *_Atomic mailbox[MAXT];
 static long calls[MAXT];
 static uint64_t sums[MAXT];
-
-static uint64_t next_rand(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static size_t pick_size(uint64_t *s) {
-    uint64_t r = next_rand(s);
-    if (r % 4 != 0) return 8 + (r >> 8) % 120;
-    return 8 + (r >> 8) % 504;
-}
 
 static void *worker(void *arg) {
     int me = (int)(intptr_t)arg, next = (me + 1) % nthreads;

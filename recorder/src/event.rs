@@ -218,6 +218,14 @@ impl Op {
         Op::FreeSized,
     ];
 
+    /// Bytes a call of this op asked for: `count * size` for the array forms (calloc,
+    /// reallocarray), else `size`. The one definition the shim's hot path
+    /// ([`crate::buffer::Args::requested`]) and the readers ([`Event::requested`]) share.
+    #[inline(always)]
+    pub fn requested(self, count: u64, size: u64) -> u64 {
+        if matches!(self, Op::Calloc | Op::Reallocarray) { count.saturating_mul(size) } else { size }
+    }
+
     pub fn from_u8(v: u8) -> Option<Op> {
         use Op::*;
         Some(match v {
@@ -401,10 +409,7 @@ impl Event {
     /// Bytes the call asked for (count * size for the array forms).
     #[inline(always)]
     pub fn requested(&self) -> u64 {
-        match self.op {
-            Op::Calloc | Op::Reallocarray => self.arg.saturating_mul(self.size),
-            _ => self.size,
-        }
+        self.op.requested(self.arg, self.size)
     }
 
     /// Element count for calloc and reallocarray, else 0.

@@ -91,8 +91,7 @@ pub fn record_alloc(op: Op, mut a: Args, call: impl FnOnce() -> *mut c_void) -> 
     a.ptr = p as u64;
     let bt = backend_ticks(st, t0, marked_slow(st), ts);
     finish(st, op, ts, &a, bt);
-    let bytes = if a.count != 0 { a.count.saturating_mul(a.size) } else { a.size };
-    crate::stacks::after_alloc(st, ts, a.ptr, bytes, bt);
+    crate::stacks::after_alloc(st, ts, a.ptr, a.requested(op), bt);
     leave(st);
     t.busy = 0;
     p

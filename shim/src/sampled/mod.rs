@@ -66,8 +66,7 @@ pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void
     let old_sampled = a.old != 0 && set::remove(a.old);
     let p = call();
     let slow = hot::marked_slow(st);
-    let bytes = if a.count != 0 { a.count.saturating_mul(a.size) } else { a.size };
-    let taken = !p.is_null() && crate::stacks::sampled(bytes);
+    let taken = !p.is_null() && crate::stacks::sampled(a.requested(op));
     if taken || slow || old_sampled {
         after_alloc(st, op, a, p, taken, slow, old_sampled);
     }
@@ -83,7 +82,8 @@ fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken:
     let bt = if slow { hot::backend_ticks(st, 0, true, ts) } else { None };
     let slow = crate::stacks::is_slow(bt);
     let resized = matches!(op, Op::Realloc | Op::Reallocarray);
-    let failed = p.is_null() && resize_bytes(op, &a) != 0;
+    // A resize to 0 bytes frees the old block, so a null result is no failure then.
+    let failed = p.is_null() && a.requested(op) != 0;
     if old_sampled && failed {
         // A failed realloc: the old block lives on.
         set::insert(a.old);
@@ -114,11 +114,6 @@ fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken:
     } else if slow {
         stall(st, op, ts, bt);
     }
-}
-
-/// What a resizing call asked for (0: it frees the old block).
-fn resize_bytes(op: Op, a: &Args) -> u64 {
-    if op == Op::Reallocarray { a.count.saturating_mul(a.size) } else { a.size }
 }
 
 /// free while sampling: [`released`] with only the pointer to carry.

@@ -192,3 +192,26 @@ pub fn dir(name: &str) -> String {
     std::fs::create_dir_all(&d).expect("scratch dir");
     d
 }
+
+/// A number of the --json output, which must be an unsigned one.
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not an unsigned number: {v}"))
+}
+
+/// One step of xorshift64: deterministic test data.
+pub fn xorshift(x: &mut u64) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+}
+
+/// A log of process `pid` in a fresh directory `name`, with `tids` started at 100 ns.
+pub fn four_threads(name: &str, pid: u32, tids: [u32; 4]) -> Log {
+    let d = dir(name);
+    let mut l = Log::create(&format!("{d}/{name}.shimlog"), &header(pid, 0));
+    for t in tids {
+        l.thread(t, 100);
+    }
+    l
+}
