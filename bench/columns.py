@@ -139,10 +139,15 @@ def section(rows, sp, reps, cmd):
          "Issue 22, items 2 and 3. A columnar frame stores a buffer's records by column (docs/format.md, \"Columnar "
          "frames\"): the recorder thread decodes the buffer's rows, splits them into eight columns with predicted "
          "pointers (a freed pointer as the allocation of this frame it was, counted back; a new one against the last "
-         "block of its size class) and compresses each column with zstd. `SHIM_PACK=columns` asks for them, rows are "
-         "the default. The recorder packs only while at most 32 full buffers wait for it (of the 64 the pool holds "
-         "before a thread must wait; shim/src/recorder_thread.rs, HURRY_PENDING); beyond that it writes row frames "
-         "until it has caught up, so a log may mix both and a program never waits for the packing.", "",
+         "block of its size class) and compresses each column with zstd. `SHIM_PACK=columns` packs every buffer, "
+         "`rows` none; `auto`, the default, packs while the CPUs the process may run on have half a core idle "
+         "(/proc/stat every 200 ms) and writes rows while they have less than a quarter, so that on a busy machine "
+         "the packing takes no core time from the program (shim/src/packing.rs). In both modes that pack, the "
+         "recorder packs only while at most 32 full buffers wait for it (of the 64 the pool holds before a thread "
+         "must wait); beyond that it writes row frames until it has caught up, so a log may mix both and a program "
+         "never waits for the packing. The runs below set SHIM_PACK=rows and SHIM_PACK=columns; the other sections' "
+         "recording runs use the default, auto, so their single-thread workloads (an idle core here) are packed and "
+         "their multi-thread ones (both cores busy) mostly are not.", "",
          f"`{cmd}`: each program recorded with SHIM_PACK=rows and SHIM_PACK=columns by this build, alternately, "
          f"{reps} times (medians; sizes {SIZES}). Recorder CPU from /proc/PID/task/TID/schedstat of the shim's "
          "recorder thread; 'columnar' is the share of the log's frames the recorder packed (the rest it wrote as rows "
@@ -214,10 +219,12 @@ COMMENTARY = (
     "repeats that zstd's match finder works hard for) take most. The encoder writes through cursors with room "
     "reserved per 256 records and has malloc and free arms of their own (recorder/src/columns/encode.rs), which "
     "took it from 31-34 ns to about 18 ns a record on the one-thread workload's frames; decoding the rows is about "
-    "half of what is left, and the threads writing columns directly is excluded (never the hot path). On this "
-    "2-core machine the recorder's extra CPU is core time the program would have had, hence the wall times above; "
-    "on a machine with idle cores the program does not wait for the packing (the hurry fallback, and no thread "
-    "waited for a buffer: SHIM_ON_FULL=drop drops nothing with either packing).")
+    "half of what is left (it is bound by the chain from one record's end to the next record's start: each "
+    "record's length is known only once its bytes are read), and the threads writing columns directly is excluded "
+    "(never the hot path). Where one core is busy with the program and the other idle, the packing costs the "
+    "program no wall time (the table's single and python3 rows); where the program's threads fill the cores, it "
+    "does, which is why `auto` writes rows then. No thread waited for a buffer in either mode: with "
+    "SHIM_ON_FULL=drop neither drops anything.")
 
 
 def measure(smoke, reps=None):

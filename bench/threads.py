@@ -7,10 +7,12 @@ The same malloc/free loop on 1 thread (bench/workloads/single.c), on 2 threads h
 every block over (prodcons.c), and on 8 threads each with a ring of its own handing one
 block in 16 to the next (threads8.c), with the same number of events in all three. Each
 runs bare (glibc, no shim), under the shim forwarding only (SHIM_TRACE=0) and recording
-(the default), alternately, REPS times (default 7). Reported per event, medians: the
+(the default, but with SHIM_PACK=rows, so that all three do the same work per event:
+auto would pack only the one thread's buffers, having an idle core beside it),
+alternately, REPS times (default 7). Reported per event, medians: the
 wall and CPU (user + system, every thread) time recording adds to the bare run; the
-recorder thread's share of the CPU (perf's per-thread sample counts, when perf can sample
-here); and the context switches per 1000 events, recording and bare.
+recorder thread's share of the CPU and the CPU time by category, bare and recording (perf's
+cpu-clock samples, when perf can sample here); and the context switches per 1000 events, recording and bare.
 
 --write replaces the section "Recording on many threads" of BENCHMARKS.md (or appends it)."""
 import os
@@ -45,6 +47,9 @@ def run(argv, cfg, logdir):
     if cfg != "bare":
         env["LD_PRELOAD"] = wl.SHIM
         env["SHIM_LOG"] = os.path.join(logdir, "%e.%p.shimlog")
+        # Rows for all three: SHIM_PACK=auto would pack the one thread's buffers (a core is
+        # idle beside it) and not the others', and the comparison is of the same work.
+        env["SHIM_PACK"] = "rows"
         if cfg == "trace0":
             env["SHIM_TRACE"] = "0"
     t = time.perf_counter()
@@ -58,33 +63,62 @@ def run(argv, cfg, logdir):
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
 
 
-def recorder_share(argv, logdir):
-    """The recorder thread's share of the process's CPU samples under perf (the thread the
-    shim starts first), or None when perf cannot sample here."""
+CATEGORIES = ("program", "allocator", "libc, other", "shim, in the program's threads", "recorder thread",
+              "kernel: scheduling and futex", "kernel: other")
+# glibc's malloc internals (the shim forwards to the same libc functions).
+ALLOC_SYMS = re.compile(r"^(_int_malloc|_int_free|_int_realloc|malloc|free|cfree|__libc_\w+|malloc_consolidate|"
+                        r"unlink_chunk|tcache_\w+|arena_\w+|sysmalloc|_int_free_merge_chunk|_int_free_create_chunk|"
+                        r"_int_free_maybe_consolidate)\b")
+SCHED_SYMS = re.compile(r"(sched|switch|futex|wake|raw_spin_unlock|_raw_spin_lock|pick_next|enqueue|dequeue|"
+                        r"update_curr|update_load|psi_|idle|select_task|ttwu)")
+
+
+def category(tid, recorder, dso, kernel, sym, shim):
+    if shim and tid == recorder:
+        return "recorder thread"
+    if kernel:
+        return "kernel: scheduling and futex" if SCHED_SYMS.search(sym) else "kernel: other"
+    if dso == "libshim.so":
+        return "shim, in the program's threads"
+    if dso.startswith("libc.so"):
+        return "allocator" if ALLOC_SYMS.match(sym) else "libc, other"
+    return "program"
+
+
+def profile(argv, logdir, shim):
+    """CPU time by category (ns, perf's cpu-clock samples of every thread), or None when perf
+    cannot sample here. The recorder is the thread the shim starts first (the second-lowest tid)."""
     if not shutil.which("perf"):
         return None
     data = os.path.join(logdir, "perf.data")
     env = wl.clean_env()
-    env["LD_PRELOAD"] = wl.SHIM
-    env["SHIM_LOG"] = os.path.join(logdir, "%e.%p.shimlog")
-    r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-o", data, "--"] + argv,
+    if shim:
+        env["LD_PRELOAD"] = wl.SHIM
+        env["SHIM_LOG"] = os.path.join(logdir, "%e.%p.shimlog")
+        # Rows for all three: SHIM_PACK=auto would pack the one thread's buffers (a core is
+        # idle beside it) and not the others', and the comparison is of the same work.
+        env["SHIM_PACK"] = "rows"
+    r = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", data, "--"] + argv,
                        env=env, capture_output=True)
     if r.returncode != 0:
         return None
-    rep = subprocess.run(["perf", "report", "-i", data, "--sort", "pid", "--stdio", "--no-children"],
-                         capture_output=True, text=True)
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "pid,dso,sym",
+                          "-F", "period,pid,dso,sym"], capture_output=True, text=True)
     rows = []
     for line in rep.stdout.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+(\d+):", line)
+        m = re.match(r"\s*(\d+)\s+(\d+):\S*\s+(\S+)\s+\[(.)\]\s+(\S+)", line)
         if m:
-            rows.append((int(m.group(2)), float(m.group(1))))
+            rows.append((int(m.group(2)), int(m.group(1)), m.group(3), m.group(4) == "k", m.group(5)))
     for f in os.listdir(logdir):
         os.unlink(os.path.join(logdir, f))
-    if len(rows) < 2:
+    tids = sorted({t for t, *_ in rows})
+    if not tids:
         return None
-    rows.sort()
-    # The main thread has the lowest tid, the recorder (started by the constructor) the next.
-    return rows[1][1] / 100.0
+    recorder = tids[1] if shim and len(tids) > 1 else None
+    out = dict.fromkeys(CATEGORIES, 0)
+    for tid, period, dso, kernel, sym in rows:
+        out[category(tid, recorder, dso, kernel, sym, shim)] += period
+    return out
 
 
 def measure_runs(reps, events):
@@ -96,8 +130,10 @@ def measure_runs(reps, events):
                 for c in res:
                     res[c].append(run(argv, c, d))
             med = {c: [statistics.median(x[i] for x in v) for i in range(4)] for c, v in res.items()}
-            share = recorder_share(argv, d)
-            out.append({"program": name, "med": med, "recorder_share": share})
+            prof = {"bare": profile(argv, d, False), "rec": profile(argv, d, True)}
+            rec = prof["rec"]
+            share = rec["recorder thread"] / sum(rec.values()) if rec and sum(rec.values()) else None
+            out.append({"program": name, "med": med, "recorder_share": share, "profile": prof})
     return out
 
 
@@ -119,6 +155,20 @@ def section(rows, reps, events, cmd):
     L += sections.table(["program", "bare wall (s)", "recording adds, wall ns/event", "CPU ns/event",
                          "SHIM_TRACE=0 adds, CPU ns/event", "recorder thread's share of CPU",
                          "context switches per 1000 events, voluntary + involuntary: recording (bare)"], cells)
+    L += ["", "Where the CPU time goes, bare and recording, in ns per event (perf record -e cpu-clock -F 4000 of one run "
+          "each, every thread; the recorder thread is the shim's first; 'allocator' is glibc's malloc internals, which the "
+          "shim forwards to; 'kernel: scheduling and futex' the kernel's context switches, wake-ups and futex calls):", ""]
+    cells = []
+    for r in rows:
+        p = r.get("profile") or {}
+        if not p.get("bare") or not p.get("rec"):
+            continue
+        b, c = p["bare"], p["rec"]
+        cells.append([r["program"]] + [f"{b[k] / events:.1f} / {c[k] / events:.1f} ({(c[k] - b[k]) / events:+.1f})"
+                                       for k in CATEGORIES] +
+                     [f"{sum(b.values()) / events:.1f} / {sum(c.values()) / events:.1f}"])
+    if cells:
+        L += sections.table(["program (bare / recording (added))"] + list(CATEGORIES) + ["all"], cells)
     one, two, eight = [(r["med"]["rec"][1] - r["med"]["bare"][1]) / events * 1e9 for r in rows][:3]
     L += ["", f"Targets (CPU per event against the one thread's): 2 threads within 1.5x: "
           f"**{'met' if two <= 1.5 * one else 'not met'}** ({two / one:.2f}x); 8 threads within 2x: "

@@ -186,30 +186,34 @@ fn check_no_jump_into(code: &[u8], addr: usize, at: usize, len: usize) -> Result
     Ok(())
 }
 
-/// The protection of the mapping holding `addr`, from /proc/self/maps.
-fn protection(addr: usize) -> Option<i32> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+/// The protection of the mapping holding each of `addrs`, from one read of /proc/self/maps
+/// (None for an address in no mapping).
+fn protections(addrs: &[usize]) -> Vec<Option<i32>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut out = vec![None; addrs.len()];
     for line in maps.lines() {
         let mut f = line.split_whitespace();
-        let range = f.next()?;
-        let perms = f.next()?.as_bytes();
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
-        if addr >= a && addr < b {
-            let mut p = 0;
-            if perms.first() == Some(&b'r') {
-                p |= libc::PROT_READ;
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        let perms = perms.as_bytes();
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+        let mut p = 0;
+        if perms.first() == Some(&b'r') {
+            p |= libc::PROT_READ;
+        }
+        if perms.get(1) == Some(&b'w') {
+            p |= libc::PROT_WRITE;
+        }
+        if perms.get(2) == Some(&b'x') {
+            p |= libc::PROT_EXEC;
+        }
+        for (o, &addr) in out.iter_mut().zip(addrs) {
+            if addr >= a && addr < b {
+                *o = Some(p);
             }
-            if perms.get(1) == Some(&b'w') {
-                p |= libc::PROT_WRITE;
-            }
-            if perms.get(2) == Some(&b'x') {
-                p |= libc::PROT_EXEC;
-            }
-            return Some(p);
         }
     }
-    None
+    out
 }
 
 /// Writes every hook, or none: the trampolines are sealed first, then each page to patch is
@@ -230,23 +234,39 @@ pub fn apply(hooks: &[Hook], tr: &mut Trampolines) -> Result<(), String> {
     }
     pages.sort_unstable();
     pages.dedup();
-    let mut opened: Vec<(usize, i32)> = Vec::new();
+    // Everything that allocates or reads happens before the first page changes: a page made
+    // writable may hold code that runs meanwhile (the allocator behind this very Vec, when
+    // the patched allocator lives in the same object as the shim, as in its unit tests).
+    let prots = protections(&pages);
+    if let Some(i) = prots.iter().position(Option::is_none) {
+        return Err(format!("the page at {:#x} is not in /proc/self/maps", pages[i]));
+    }
+    let mut opened: Vec<(usize, i32)> = Vec::with_capacity(pages.len());
     let restore = |opened: &[(usize, i32)]| {
         for &(p, prot) in opened {
             unsafe { libc::mprotect(p as *mut libc::c_void, page, prot) };
         }
     };
-    for &p in &pages {
-        let Some(prot) = protection(p) else {
-            restore(&opened);
-            return Err(format!("the page at {p:#x} is not in /proc/self/maps"));
+    let mut refused = None;
+    for (&p, prot) in pages.iter().zip(prots) {
+        let prot = prot.expect("checked above");
+        // Writable and still executable where the system allows it, so that code on the page
+        // keeps running while it is written; else writable only.
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let ok = unsafe {
+            (prot & libc::PROT_EXEC != 0 && libc::mprotect(p as *mut libc::c_void, page, rw | libc::PROT_EXEC) == 0)
+                || libc::mprotect(p as *mut libc::c_void, page, rw) == 0
         };
-        if unsafe { libc::mprotect(p as *mut libc::c_void, page, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-            let e = std::io::Error::last_os_error();
-            restore(&opened);
-            return Err(format!("its code cannot be made writable ({e})"));
+        if !ok {
+            refused = Some((p, std::io::Error::last_os_error().raw_os_error()));
+            break;
         }
         opened.push((p, prot));
+    }
+    if let Some((_, errno)) = refused {
+        restore(&opened);
+        let e = std::io::Error::from_raw_os_error(errno.unwrap_or(0));
+        return Err(format!("its code cannot be made writable ({e})"));
     }
     for h in hooks {
         unsafe { core::ptr::copy_nonoverlapping(h.patch.as_ptr(), h.at as *mut u8, h.patch.len()) };
