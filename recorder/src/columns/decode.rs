@@ -83,7 +83,8 @@ impl Decoder {
     pub fn new() -> Decoder {
         // SAFETY: Vals is arrays of u64, for which zero is a value.
         let vals: Box<Vals> = unsafe { Box::new_zeroed().assume_init() };
-        Decoder { model: Model::new(), pos: [0; N_COLS], i: 0, n: 0, vals, need: needs(), kind: kinds(), op_of: std::array::from_fn(|i| Op::from_u8(i as u8).unwrap_or(Op::End)), tuning: Tuning::default() }
+        let (need, kind) = tables();
+        Decoder { model: Model::new(), pos: [0; N_COLS], i: 0, n: 0, vals, need, kind, op_of: std::array::from_fn(|i| Op::from_u8(i as u8).unwrap_or(Op::End)), tuning: Tuning::default() }
     }
 
     /// Starts on a frame of `n` records whose columns are `cols`.

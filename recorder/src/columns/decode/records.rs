@@ -17,34 +17,6 @@ pub(super) const SH_OTHER: u32 = 30;
 pub(super) const SH_BACKEND: u32 = 40;
 pub(super) const SH_BAD: u32 = 50;
 
-pub(super) fn needs() -> Box<[u64; 256]> {
-    let mut t = Box::new([0u64; 256]);
-    for (tag, need) in t.iter_mut().enumerate() {
-        let tag = tag as u8;
-        let Some(op) = Op::from_u8(tag & COL_OP_MASK) else {
-            *need = 1 << SH_BAD;
-            continue;
-        };
-        let verbatim = tag & COL_VERBATIM != 0;
-        let mut n = ((tag & COL_TIMED != 0) as u64) << SH_BACKEND;
-        for f in op.layout() {
-            n += 1 << match f {
-                Field::Size => SH_SIZE,
-                _ if !op.is_alloc_family() => SH_OTHER,
-                Field::Count | Field::Align => SH_OTHER,
-                Field::Old | Field::Ptr if verbatim => SH_OTHER,
-                Field::Old => SH_FREE,
-                Field::Ptr if op.is_free() => SH_FREE,
-                Field::Ptr => SH_ALLOC,
-                // No allocation record has a value.
-                Field::Value | Field::Tid => SH_BAD,
-            };
-        }
-        *need = n;
-    }
-    t
-}
-
 /// What the common path needs to know of a record, by its operation byte: an allocation
 /// record with its pointers predicted (every record but the thread's and process's own and
 /// the verbatim ones), and which fields it has.
@@ -63,37 +35,44 @@ pub(super) const K_COUNT: u16 = 64;
 pub(super) const K_OLD: u16 = 128;
 pub(super) const K_TIMED: u16 = 256;
 
-pub(super) fn kinds() -> Box<[u16; 256]> {
-    let mut t = Box::new([0u16; 256]);
-    for (tag, kind) in t.iter_mut().enumerate() {
-        let tag = tag as u8;
+/// The two tables by operation byte: how many values each column gives the record (the
+/// SH_ fields), and its kind (the K_ bits; 0 for the general path).
+pub(super) fn tables() -> (Box<[u64; 256]>, Box<[u16; 256]>) {
+    let (mut needs, mut kinds) = (Box::new([0u64; 256]), Box::new([0u16; 256]));
+    for tag in 0..=255u8 {
         let Some(op) = Op::from_u8(tag & COL_OP_MASK) else {
+            needs[tag as usize] = 1 << SH_BAD;
             continue;
         };
-        if !op.is_alloc_family() || tag & COL_VERBATIM != 0 {
-            continue;
-        }
-        let mut k = K_COMMON;
+        let (alloc, verbatim, timed) = (op.is_alloc_family(), tag & COL_VERBATIM != 0, tag & COL_TIMED != 0);
+        let mut n = (timed as u64) << SH_BACKEND;
+        let mut k = if alloc && !verbatim { K_COMMON } else { 0 };
         for f in op.layout() {
-            k |= match f {
-                Field::Size => K_SIZE,
-                Field::Count => K_OTHER | K_COUNT,
-                Field::Align => K_OTHER,
-                Field::Old => K_RELEASES | K_OLD,
-                Field::Ptr if op.is_free() => K_RELEASES,
-                Field::Ptr => K_ALLOCATES,
-                Field::Value | Field::Tid => 0,
+            let (col, bits) = match f {
+                Field::Size => (SH_SIZE, K_SIZE),
+                _ if !alloc => (SH_OTHER, 0),
+                Field::Count => (SH_OTHER, K_OTHER | K_COUNT),
+                Field::Align => (SH_OTHER, K_OTHER),
+                Field::Old | Field::Ptr if verbatim => (SH_OTHER, 0),
+                Field::Old => (SH_FREE, K_RELEASES | K_OLD),
+                Field::Ptr if op.is_free() => (SH_FREE, K_RELEASES),
+                Field::Ptr => (SH_ALLOC, K_ALLOCATES),
+                // No allocation record has a value.
+                Field::Value | Field::Tid => (SH_BAD, 0),
             };
+            n += 1 << col;
+            k |= bits;
         }
-        if op == Op::FreeSized {
+        if k != 0 && op == Op::FreeSized {
             k |= K_SIZED_FREE;
         }
-        if tag & COL_TIMED != 0 {
+        if k != 0 && timed {
             k |= K_TIMED;
         }
-        *kind = k;
+        needs[tag as usize] = n;
+        kinds[tag as usize] = k;
     }
-    t
+    (needs, kinds)
 }
 
 /// [`class`] without a branch on the size (which size follows which is data).
@@ -300,7 +279,7 @@ pub(super) fn freed(m: &Model, v: &Vals, at: &mut At) -> Result<(u64, Option<u64
 fn kinds_take_what_needs_counts() {
     // The straight-line path reads a column's value where a record's kind says so; the
     // batch's counts (needs) must be the same, or a column would be misread.
-    let (needs, kinds) = (needs(), kinds());
+    let (needs, kinds) = tables();
     for tag in 0..256 {
         let k = kinds[tag];
         if k & K_COMMON == 0 {
