@@ -1,5 +1,6 @@
-//! Decompresses every frame of a log and nothing else (no decoding, no merge), and prints
-//! how fast: the zstd share of the reader's time (`readspeed` gives the whole reader's).
+//! Decompresses every frame of a log and nothing else (no decoding, no merge; a columnar
+//! frame's columns are unpacked, not put back together into records), and prints how fast:
+//! the zstd share of the reader's time (`readspeed` gives the whole reader's).
 //!
 //!     cargo run --release -p recorder --example zstdspeed -- LOG
 use recorder::LogReader;
@@ -10,10 +11,10 @@ fn main() {
     let t0 = Instant::now();
     let r = LogReader::open(&path).unwrap_or_else(|e| panic!("{e}"));
     let (mut frames, mut bytes, mut records, mut bad) = (0u64, 0u64, 0u64, 0u64);
-    r.for_each_frame(|fi, body| match body {
+    r.for_each_decompressed(|fi, body| match body {
         Ok(b) => {
             frames += 1;
-            bytes += b.len() as u64;
+            bytes += b as u64;
             records += fi.h.n_records as u64;
         }
         Err(_) => bad += 1,

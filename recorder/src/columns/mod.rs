@@ -11,7 +11,8 @@ use crate::varint;
 mod decode;
 mod encode;
 mod model;
-pub use decode::Decoder;
+mod varints;
+pub use decode::{Decoder, BATCH};
 pub use encode::Encoder;
 
 /// The columns, in the order their bodies follow each other.

@@ -138,6 +138,41 @@ proptest! {
 }
 
 proptest! {
+    /// Decoding a frame in runs of any length (as the reader does, filling what is left of
+    /// its batch of events) gives the records of decoding it whole, whatever the frame's
+    /// record count, a multiple of the batch or not.
+    #[test]
+    fn runs_of_any_length_give_the_same_records(ops in heap_ops(), n in 1usize..700, runs in prop::collection::vec(1usize..300, 1..20)) {
+        let mut b = Buf::new_boxed(2);
+        for (i, (k, size, pick, odd)) in ops.into_iter().cycle().take(n).enumerate() {
+            if !b.has_room() { break; }
+            let ptr = 0x10_0000 + (pick & !7) * 16 + odd as u64;
+            let (op, a) = match k {
+                0..=3 => (Op::Malloc, Args { size, ptr, ..Default::default() }),
+                4 => (Op::Calloc, Args { size, count: pick, ptr, ..Default::default() }),
+                5 => (Op::Realloc, Args { size, old: ptr, ptr: ptr + 64, ..Default::default() }),
+                6 => (Op::Rss, Args { value: pick, ..Default::default() }),
+                _ => (Op::Free, Args { ptr, ..Default::default() }),
+            };
+            b.push(op, i as u64 * 7, &a, (pick % 5 == 0).then_some(pick));
+        }
+        let mut e = Encoder::new();
+        let n = e.encode(b.records(), b.first_ticks).unwrap();
+        let mut whole = Vec::new();
+        let mut d = Decoder::new();
+        d.start(&e.cols, n, b.first_ticks).unwrap();
+        while d.run::<false>(&e.cols, usize::MAX, |r| whole.push(*r)).unwrap() > 0 {}
+        prop_assert_eq!(whole.len(), n as usize);
+        let mut pieces = Vec::new();
+        d.start(&e.cols, n, b.first_ticks).unwrap();
+        for &max in runs.iter().cycle() {
+            let got = d.run::<false>(&e.cols, max, |r| pieces.push(*r)).unwrap();
+            prop_assert!(got <= max.min(BATCH));
+            if got == 0 { break; }
+        }
+        prop_assert_eq!(pieces, whole);
+    }
+
     /// The encoder's varints are the format's: what varint::get reads back, one after another.
     #[test]
     fn column_varints_read_back(vs in prop::collection::vec(prop_oneof![0u64..128, 0u64..1 << 14, 0u64..1 << 56, any::<u64>()], 0..100)) {

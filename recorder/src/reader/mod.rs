@@ -287,6 +287,21 @@ impl LogReader {
         }
     }
 
+    /// Decompresses every frame in file order and hands `f` how many bytes came out, or why
+    /// it could not be read: zstd alone, a columnar frame's columns unpacked and not put
+    /// back together into records (the `zstdspeed` example times it).
+    pub fn for_each_decompressed(&self, mut f: impl FnMut(&FrameInfo, Result<usize, String>)) {
+        let (mut comp, mut dctx, mut out, mut cols) = (Vec::new(), None, Vec::new(), crate::columns::Columns::default());
+        for fi in &self.frames {
+            let read = if fi.h.columnar {
+                self.read_columns(fi, &mut comp, &mut dctx, &mut cols).map(|()| cols.0.iter().map(Vec::len).sum())
+            } else {
+                self.read_frame(fi, &mut comp, &mut dctx, &mut None, &mut out).map(|()| out.len())
+            };
+            f(fi, read);
+        }
+    }
+
     /// A frame's body: in the mapping, or read into `comp`.
     fn body<'a>(&'a self, fi: &FrameInfo, comp: &'a mut Vec<u8>) -> Result<&'a [u8], String> {
         let clen = fi.h.comp_len as usize;

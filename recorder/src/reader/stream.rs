@@ -178,7 +178,7 @@ impl Src<'_> {
         let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
             let len = if c.columnar {
-                self.fill_columnar(c, cut)
+                self.fill_columnar::<PEXT>(c, cut)
             } else {
                 self.fill_rows::<PEXT>(c, cut)
             };
@@ -274,27 +274,32 @@ impl Src<'_> {
         len
     }
 
-    /// The same for a columnar frame: every record through the general path (the columns
-    /// decode one field at a time, with no row to take apart).
+    /// The same for a columnar frame, decoded a batch of records at a time (column by
+    /// column, see [`crate::columns::Decoder::run`]), every record through the general path.
     #[inline(always)]
-    fn fill_columnar(&mut self, c: &mut Cursor, cut: u64) -> usize {
+    fn fill_columnar<const PEXT: bool>(&mut self, c: &mut Cursor, cut: u64) -> usize {
         let (batch, cd) = (&mut *c.batch, c.cols.as_mut().expect("columns"));
         let (cols, dec) = (&cd.0, &mut cd.1);
         let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
-        let ran = dec.run(cols, |rec| {
-            if let Some(e) = self.general(&rec, &mut tid, stream, cut) {
-                batch[len] = e;
-                len += 1;
+        while len < BATCH {
+            let before = len;
+            let ran = dec.run::<PEXT>(cols, BATCH - len, |rec| {
+                if let Some(e) = self.general(rec, &mut tid, stream, cut) {
+                    batch[len] = e;
+                    len += 1;
+                }
+            });
+            match ran {
+                Ok(0) => c.columnar = false,
+                Ok(_) => continue,
+                Err(reason) => {
+                    // The records decoded before the error in this run are left out too.
+                    len = before;
+                    self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
+                    c.columnar = false;
+                }
             }
-            len < BATCH
-        });
-        match ran {
-            Ok(true) => {}
-            Ok(false) => c.columnar = false,
-            Err(reason) => {
-                self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
-                c.columnar = false;
-            }
+            break;
         }
         c.tid = tid;
         len
