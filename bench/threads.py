@@ -169,21 +169,29 @@ def section(rows, reps, events, cmd):
                      [f"{sum(b.values()) / events:.1f} / {sum(c.values()) / events:.1f}"])
     if cells:
         L += sections.table(["program (bare / recording (added))"] + list(CATEGORIES) + ["all"], cells)
+    profs = [r.get("profile") or {} for r in rows]
+    if len(profs) >= 2 and all(p.get("bare") and p.get("rec") for p in profs[:2]):
+        added = [{k: (p["rec"][k] - p["bare"][k]) / events for k in CATEGORIES} for p in profs[:2]]
+        diff = sorted(((added[1][k] - added[0][k], k) for k in CATEGORIES), reverse=True)
+        L += ["", "What recording adds on two threads beyond what it adds on one, by category (ns per event, from the "
+              "table): " + "; ".join(f"{k} {d:+.1f}" for d, k in diff) + "."]
     one, two, eight = [(r["med"]["rec"][1] - r["med"]["bare"][1]) / events * 1e9 for r in rows][:3]
     L += ["", f"Targets (CPU per event against the one thread's): 2 threads within 1.5x: "
           f"**{'met' if two <= 1.5 * one else 'not met'}** ({two / one:.2f}x); 8 threads within 2x: "
           f"**{'met' if eight <= 2 * one else 'not met'}** ({eight / one:.2f}x).", "",
-          "Where the two-thread cost goes. The producer/consumer workload hands every block over through a mutex and "
-          "two condition variables, and bare it already switches context about 10 times per 1000 events; recording "
-          "nearly doubles that (the table's last column), and each switch costs microseconds, which is most of the "
-          "difference with the one-thread figure. No thread waits for a free buffer: the same run with "
-          "SHIM_ON_FULL=drop drops nothing, so the pool is never empty. The recorder thread takes the share shown of "
-          "the CPU on a machine whose 2 cores the two workload threads already fill, so it preempts one of them "
-          "(the involuntary switches), and the handoff's timing changes with it: the consumer finds the queue empty "
-          "more often and sleeps. The 8-thread workload, whose threads hand over one block in 16 without a lock, "
-          "pays about what the one thread pays per event: recording's own cost does not grow with threads (each "
-          "thread writes only its own buffer; the recorder reads each thread's call word once per 500 us tick). "
-          "perf c2c (shared cache lines) needs hardware counters, which this VM does not expose.", "",
+          "Where the two-thread cost goes (the breakdown above). The producer/consumer workload hands every block over "
+          "through a mutex and two condition variables, and glibc takes its arena lock for the blocks the consumer frees "
+          "(they belong to the producer's arena), so bare it already spends a large share of its time in the kernel's "
+          "scheduler and futex paths. Recording makes each call longer, which changes the handoff's timing: the "
+          "threads sleep and wake more often (the context switches in the first table), and the recorder thread, "
+          "a third runnable thread on a machine whose 2 cores the workload already fills, preempts one of them. "
+          "No thread waits for a free buffer: the same run with SHIM_ON_FULL=drop drops nothing. The 8-thread "
+          "workload, whose threads hand over one block in 16 without a lock, pays about what the one thread pays per "
+          "event: recording's own cost does not grow with threads (each thread writes only its own buffer; the "
+          "recorder reads each thread's call word once per 500 us tick, so no cache line is written by a thread and "
+          "read by the recorder per call). perf c2c (shared cache lines) needs hardware counters, which this VM does "
+          "not expose; a 2 ms tick instead of 500 us changed neither the context switches nor the CPU time beyond "
+          "the noise (4 alternated runs).", "",
           "Tried, not kept: the recorder thread at nice 10 (setpriority in its entry) cut the producer/consumer's "
           "recording wall time by 15-30% and its context switches by a quarter in two runs of 5-7 rounds, but on a "
           "machine whose cores are all busy a niced recorder falls behind, and then the program's threads wait "
