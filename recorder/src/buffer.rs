@@ -14,7 +14,7 @@ pub const BUF_CAP: usize = 64 * 1024;
 pub const MAX_RECORD: usize = 1 + 7 * varint::MAX_LEN;
 
 /// The arguments of one record; [`Op::layout`] says which of them are written.
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Args {
     pub size: u64,
     pub count: u64,

@@ -14,15 +14,8 @@ pub struct RawRecord {
     pub backend_ticks: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RawArgs {
-    pub size: u64,
-    pub count: u64,
-    pub align: u64,
-    pub old: u64,
-    pub ptr: u64,
-    pub value: u64,
-}
+/// A decoded record's arguments: the same fields the thread wrote.
+pub type RawArgs = super::Args;
 
 /// What [`DecodeState::next_common`] needs to know of a tag's op and timing bits (its low 7
 /// bits): the fields before the pointer (bits 0-1), what the first of two is (bits 2-3: 1
