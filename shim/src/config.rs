@@ -60,7 +60,7 @@ pub struct Config {
     /// SHIM_RECORD=sample: only the sampled allocations (with their stacks), their frees
     /// and the slow calls are recorded.
     pub sample_only: bool,
-    /// SHIM_PACK: columns (about half the log bytes, at 2-3 times the recorder's CPU), rows
+    /// SHIM_PACK: columns (about half the log bytes, at up to 4 times the recorder's CPU), rows
     /// (zstd alone), or auto (the default: columns while a core is idle).
     pub pack: crate::packing::Pack,
     /// One line each, printed once initialisation is far enough to print.

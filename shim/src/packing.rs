@@ -1,5 +1,5 @@
 //! SHIM_PACK: whether the recorder writes a buffer as columns (about half the log bytes, at
-//! 2-3 times the recorder thread's CPU) or as the rows the threads wrote (zstd alone).
+//! up to 4 times the recorder thread's CPU) or as the rows the threads wrote (zstd alone).
 //!
 //! `auto`, the default, packs columns while the CPUs the process may run on have at least
 //! half a core idle, measured from /proc/stat every 200 ms, and writes rows while they
