@@ -99,3 +99,56 @@ fn an_unknown_pack_gives_one_line() {
     let lines: Vec<_> = t.out.stderr.lines().filter(|l| l.contains("shim:")).collect();
     assert_eq!(lines, ["shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto"], "{}", t.out.stderr);
 }
+
+/// A cgroup v1 cpu group with a CPU quota, removed when dropped (None where the machine
+/// has no cgroup v1 cpu controller mounted or the test may not create one).
+struct QuotaGroup(std::path::PathBuf);
+
+impl QuotaGroup {
+    fn create(quota_us: u32) -> Option<QuotaGroup> {
+        let root = std::path::Path::new("/sys/fs/cgroup/cpu");
+        if !root.join("cpu.cfs_quota_us").is_file() {
+            return None;
+        }
+        let dir = root.join(format!("shim-itest-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let g = QuotaGroup(dir);
+        std::fs::write(g.0.join("cpu.cfs_period_us"), "100000").ok()?;
+        std::fs::write(g.0.join("cpu.cfs_quota_us"), quota_us.to_string()).ok()?;
+        Some(g)
+    }
+}
+
+impl Drop for QuotaGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// SHIM_PACK=auto writes rows in a container at its CPU quota, however idle the machine's
+/// cores are: python3 allocating in a cgroup limited to 0.2 CPU is throttled, and the
+/// recorder sees it in the group's cpu.stat. (Skipped where no cgroup can be made.)
+#[test]
+fn auto_writes_rows_in_a_cgroup_at_its_quota() {
+    let Some(g) = QuotaGroup::create(20_000) else {
+        eprintln!("skipped: no cgroup v1 cpu controller to make a group with a quota in");
+        return;
+    };
+    let tasks = g.0.join("tasks");
+    let t = run_traced("glibc", || {
+        let mut c = command("sh");
+        c.arg("-c")
+            .arg(format!("echo $$ > {} && exec \"$0\" -c \"$1\"", tasks.display()))
+            .arg(python3())
+            .arg("x = [str(i) * 3 for i in range(1500000)]; print(len(x))")
+            .env("PYTHONMALLOC", "malloc");
+        c
+    });
+    t.out.assert_success("python3 in a cgroup with a quota");
+    let throttled = std::fs::read_to_string(g.0.join("cpu.stat")).unwrap_or_default();
+    assert!(throttled.contains("nr_throttled") && !throttled.contains("nr_throttled 0\n"), "the group was never throttled:\n{throttled}");
+    let log = t.logs().into_iter().max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).expect("a log");
+    let (packed, frames) = columnar_share(&log);
+    assert!(frames >= 8, "too few frames to judge: {frames}");
+    assert!(packed * 2 < frames, "SHIM_PACK=auto packed {packed} of {frames} frames in a throttled cgroup");
+}

@@ -167,7 +167,9 @@ fn run() {
             let ok = match target(&mut main, &mut win) {
                 Some(f) => {
                     // Rows or columns, as SHIM_PACK, the idle cores and the full buffers
-                    // waiting say (crate::packing).
+                    // waiting say (crate::packing); looked at here as well as each tick, since
+                    // a recorder that is behind may drain for a long while between ticks.
+                    packing.tick(clock::mono_ns());
                     f.hurry(packing.rows(g.pool.pending()));
                     f.write(unsafe { &*b })
                 }

@@ -248,7 +248,8 @@ pub fn apply(hooks: &[Hook], tr: &mut Trampolines) -> Result<(), String> {
         }
     };
     let mut refused = None;
-    for (&p, prot) in pages.iter().zip(prots) {
+    // By reference: `prots` is freed when the function returns, not while pages are open.
+    for (&p, prot) in pages.iter().zip(&prots) {
         let prot = prot.expect("checked above");
         // Writable and still executable where the system allows it, so that code on the page
         // keeps running while it is written; else writable only.

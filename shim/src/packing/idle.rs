@@ -1,91 +1,21 @@
-//! SHIM_PACK: whether the recorder writes a buffer as columns (about half the log bytes, at
-//! up to 4 times the recorder thread's CPU) or as the rows the threads wrote (zstd alone).
-//!
-//! `auto`, the default, packs columns while the CPUs the process may run on have at least
-//! half a core idle, measured from /proc/stat every 200 ms, and writes rows while they
-//! have less than a quarter: on a machine whose cores the program keeps busy, the packing
-//! would take core time from the program itself. Every mode but `rows` also writes rows
-//! while more than HURRY_PENDING full buffers wait, so that the program never waits for
-//! the packing (BENCHMARKS.md, "Columnar frames").
-
-/// How the recorder packs buffers, as SHIM_PACK says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pack {
-    Rows,
-    Columns,
-    Auto,
-}
-
-/// Full buffers waiting beyond which the recorder writes row frames (zstd alone) instead of
-/// columnar ones, to catch up.
-const HURRY_PENDING: usize = 32;
-
-/// Idle cores below which `auto` turns to rows, and above which it turns back to columns.
-const IDLE_LOW: f64 = 0.25;
-const IDLE_HIGH: f64 = 0.5;
-
-/// Nanoseconds between two looks at /proc/stat.
-const PERIOD_NS: u64 = 200_000_000;
-
-/// The recorder thread's choice, one buffer at a time.
-pub struct Packing {
-    mode: Pack,
-    /// `auto`: columns for now.
-    columns: bool,
-    idle: Option<IdleCores>,
-}
-
-impl Packing {
-    /// Called on the recorder thread (the CPUs it may run on are the process's).
-    pub fn new(mode: Pack, mono_ns: u64) -> Packing {
-        let idle = if mode == Pack::Auto { IdleCores::open(mono_ns) } else { None };
-        Packing { mode, columns: true, idle }
-    }
-
-    /// Rows for the next buffer, with `pending` full buffers waiting.
-    #[inline]
-    pub fn rows(&self, pending: usize) -> bool {
-        match self.mode {
-            Pack::Rows => true,
-            Pack::Columns => pending > HURRY_PENDING,
-            Pack::Auto => !self.columns || pending > HURRY_PENDING,
-        }
-    }
-
-    /// Looks at the idle time again when PERIOD_NS have passed since the last look.
-    pub fn tick(&mut self, mono_ns: u64) {
-        let Some(idle) = self.idle.as_mut() else { return };
-        if let Some(cores) = idle.sample(mono_ns) {
-            self.columns = decide(self.columns, cores);
-        }
-    }
-}
-
-/// Columns or rows from the idle cores measured, with the previous choice between the
-/// thresholds.
-fn decide(columns: bool, idle_cores: f64) -> bool {
-    if idle_cores < IDLE_LOW {
-        false
-    } else if idle_cores > IDLE_HIGH {
-        true
-    } else {
-        columns
-    }
-}
+//! Idle cores, from /proc/stat: what `SHIM_PACK=auto` decides by.
+use super::PERIOD_NS;
 
 /// Idle time of the CPUs in the thread's affinity mask, from /proc/stat's per-CPU lines
 /// (idle + iowait, in clock ticks).
-struct IdleCores {
+pub(super) struct IdleCores {
     fd: i32,
     allowed: libc::cpu_set_t,
     hz: f64,
     last_ns: u64,
     last_idle: u64,
     buf: Vec<u8>,
+    /// Reads that failed in a row.
+    failures: u32,
 }
 
 impl IdleCores {
-    fn open(mono_ns: u64) -> Option<IdleCores> {
+    pub(super) fn open(mono_ns: u64) -> Option<IdleCores> {
         // SAFETY: plain libc calls with valid arguments; the set is written by the kernel.
         unsafe {
             let fd = libc::open(c"/proc/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
@@ -100,7 +30,7 @@ impl IdleCores {
                 }
             }
             let hz = libc::sysconf(libc::_SC_CLK_TCK);
-            let mut s = IdleCores { fd, allowed, hz: if hz > 0 { hz as f64 } else { 100.0 }, last_ns: mono_ns, last_idle: 0, buf: vec![0; 64 << 10] };
+            let mut s = IdleCores { fd, allowed, hz: if hz > 0 { hz as f64 } else { 100.0 }, last_ns: mono_ns, last_idle: 0, buf: vec![0; 64 << 10], failures: 0 };
             match s.read() {
                 Some(idle) => s.last_idle = idle,
                 None => {
@@ -117,15 +47,27 @@ impl IdleCores {
         // SAFETY: buf is writable for its length.
         let n = unsafe { libc::pread(self.fd, self.buf.as_mut_ptr().cast(), self.buf.len(), 0) };
         if n <= 0 {
+            self.failures += 1;
             return None;
+        }
+        self.failures = 0;
+        let mut text = &self.buf[..n as usize];
+        if text.len() == self.buf.len() {
+            // Cut short (a machine of a thousand CPUs): the last line may be part of one.
+            text = &text[..text.iter().rposition(|&b| b == b'\n').unwrap_or(0)];
         }
         let allowed = &self.allowed;
         // SAFETY: CPU_ISSET reads the set, `cpu` is below CPU_SETSIZE.
-        idle_ticks(&self.buf[..n as usize], |cpu| cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, allowed) })
+        idle_ticks(text, |cpu| cpu < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(cpu, allowed) })
+    }
+
+    /// Three reads in a row failed (the descriptor closed under us, say).
+    pub(super) fn failed(&self) -> bool {
+        self.failures >= 3
     }
 
     /// Idle cores on average since the last sample, once PERIOD_NS have passed.
-    fn sample(&mut self, mono_ns: u64) -> Option<f64> {
+    pub(super) fn sample(&mut self, mono_ns: u64) -> Option<f64> {
         let dt = mono_ns.saturating_sub(self.last_ns);
         if dt < PERIOD_NS {
             return None;
@@ -138,12 +80,8 @@ impl IdleCores {
     }
 }
 
-impl Drop for IdleCores {
-    fn drop(&mut self) {
-        // SAFETY: fd is ours.
-        unsafe { libc::close(self.fd) };
-    }
-}
+// No Drop: the recorder ends only as the process does, and by then the program may have
+// closed this descriptor and opened one of its own under the same number.
 
 /// Sum of idle + iowait over the `cpuN` lines of /proc/stat text whose N `allowed` takes.
 /// None when there is no such line.
@@ -194,26 +132,6 @@ ctxt 1990473\n";
         // The total line ("cpu  ...") is not a CPU; nothing allowed, nothing known.
         assert_eq!(idle_ticks(STAT, |c| c == 5), None);
         assert_eq!(idle_ticks(b"garbage\ncpu3 1 2\n", |_| true), None);
-    }
-
-    #[test]
-    fn auto_turns_with_the_idle_cores_and_keeps_its_choice_between() {
-        assert!(!decide(true, 0.1));
-        assert!(!decide(false, 0.4));
-        assert!(decide(false, 0.6));
-        assert!(decide(true, 0.3));
-        assert!(decide(true, 7.0));
-    }
-
-    #[test]
-    fn each_mode_and_the_backlog() {
-        let p = |mode, columns| Packing { mode, columns, idle: None };
-        assert!(p(Pack::Rows, true).rows(0));
-        assert!(!p(Pack::Columns, false).rows(0));
-        assert!(p(Pack::Columns, true).rows(HURRY_PENDING + 1));
-        assert!(!p(Pack::Auto, true).rows(HURRY_PENDING));
-        assert!(p(Pack::Auto, false).rows(0));
-        assert!(p(Pack::Auto, true).rows(HURRY_PENDING + 1));
     }
 
     #[test]
