@@ -282,7 +282,8 @@ impl Src<'_> {
         let (cols, dec) = (&cd.0, &mut cd.1);
         let (stream, mut tid, mut len) = (c.stream, c.tid, 0);
         while len < BATCH {
-            let before = len;
+            // What the run's records do to the stream, undone with them should it fail.
+            let (before, tid0, after_cut0, clean_end0) = (len, tid, self.after_cut, self.clean_end);
             let ran = dec.run::<PEXT>(cols, BATCH - len, |rec| {
                 if let Some(e) = self.general(rec, &mut tid, stream, cut) {
                     batch[len] = e;
@@ -293,8 +294,9 @@ impl Src<'_> {
                 Ok(0) => c.columnar = false,
                 Ok(_) => continue,
                 Err(reason) => {
-                    // The records decoded before the error in this run are left out too.
-                    len = before;
+                    // The records decoded before the error in this run are left out too,
+                    // and what they did (a thread_start's tid, an end, calls after the cut).
+                    (len, tid, self.after_cut, self.clean_end) = (before, tid0, after_cut0, clean_end0);
                     self.issues.push(ReadIssue::CorruptFrame { offset: c.cur_offset, reason });
                     c.columnar = false;
                 }
