@@ -108,8 +108,8 @@ def measure_runs(reps, sizes, backends, d):
             med = {p: {k: figures.median([r[k] for r in v if r[k] is not None]) for k in v[0]} for p, v in res.items()}
             rows.append((w.name, be, med))
             print(f"{w.name}/{be}: rows {med['rows']['bpe']:.2f} B/ev, columns {med['columns']['bpe']:.2f} B/ev "
-                  f"({med['columns']['columnar'] * 100:.0f}% of frames); recorder {med['rows']['rec_ns']:.1f} -> "
-                  f"{med['columns']['rec_ns']:.1f} ns/ev", flush=True)
+                  f"({med['columns']['columnar'] * 100:.0f}% of frames); recorder {fmt(med['rows']['rec_ns'], '.1f')} -> "
+                  f"{fmt(med['columns']['rec_ns'], '.1f')} ns/ev", flush=True)
     return rows, kept
 
 
