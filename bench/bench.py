@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backends  # noqa: E402
 import columns  # noqa: E402
+import idle  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
 import fidelity  # noqa: E402
@@ -362,6 +363,8 @@ def full():
     threads.write(threads.measure(smoke=False))
     say("columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)")
     columns.write(columns.measure(smoke=False))
+    say("the recorder when the program is idle (bench/idle.py)")
+    idle.write(idle.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -414,7 +417,7 @@ def smoke():
         say(f"fidelity smoke failed: {e}")
     # The scripts that write a section of their own, once at their smoke sizes.
     for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads),
-                      ("columnar frames", columns)):
+                      ("columnar frames", columns), ("the idle recorder", idle)):
         n += 1
         try:
             mod.measure(smoke=True)

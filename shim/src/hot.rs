@@ -41,7 +41,7 @@ pub(crate) fn backend_ticks(st: &ThreadState, t0: u64, slow: bool, end: u64) -> 
 /// Whether the watchdog marked the call in progress as slow.
 #[inline(always)]
 pub(crate) fn marked_slow(st: &ThreadState) -> bool {
-    st.slow_call.load(Relaxed) == st.calls
+    st.slow_call.load(Relaxed) == st.calls.load(Relaxed)
 }
 
 /// Appends the record, handing the buffer over first when it is full or a second old.
@@ -182,8 +182,13 @@ pub fn watch<R>(op: Op, call: impl FnOnce() -> R) -> R {
         return watch_first(t, call);
     }
     let st = unsafe { &mut *t.state };
-    st.calls += 1;
-    st.in_call.store(thread::WATCHED | st.calls << 6 | op as u64, Relaxed);
+    let n = st.next_call();
+    st.in_call.store(thread::WATCHED | n << 6 | op as u64, Relaxed);
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+    if st.halt.load(Relaxed) & crate::pace::WAKE != 0 {
+        // The first call since the recorder began to doze (crate::pace).
+        thread::woken(st);
+    }
     let r = call();
     st.in_call.store(0, Relaxed);
     r

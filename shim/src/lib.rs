@@ -13,6 +13,7 @@ mod hot;
 mod init;
 mod lifecycle;
 mod logfile;
+mod pace;
 mod packing;
 mod patch;
 mod recorder_thread;

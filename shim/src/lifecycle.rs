@@ -147,6 +147,7 @@ fn restart(forked: bool) {
     RECORDER_RUNNING.store(false, Release);
     RECORDER_DONE.store(false, Release);
     SHUTDOWN.store(false, Release);
+    crate::pace::reset();
     unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
     tls::get().state = core::ptr::null_mut();
     if G.get().windows.is_some() {
@@ -231,6 +232,7 @@ pub extern "C" fn final_flush() {
         }
     }
     SHUTDOWN.store(true, Release);
+    crate::pace::nudge();
     let deadline = clock::mono_ns() + 5_000_000_000;
     while RECORDER_RUNNING.load(Acquire) && !RECORDER_DONE.load(Acquire) && clock::mono_ns() < deadline {
         unsafe { libc::usleep(200) };

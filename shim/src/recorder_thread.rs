@@ -1,8 +1,11 @@
-//! The recorder thread: compresses every full buffer into one frame and writes it, and every
-//! ~500 µs does the housekeeping no hooked thread should pay for: the slow-call watchdog,
-//! reaping exited threads, RSS samples (every 100 ms) and clock pairs (every second).
+//! The recorder thread: compresses every full buffer into one frame and writes it, and on
+//! each tick (every 500 µs while the program calls the allocator, less often while it does
+//! not: crate::pace) does the housekeeping no hooked thread should pay for: the slow-call
+//! watchdog, reaping exited threads, RSS samples (every 100 ms) and clock pairs (every
+//! second).
 use crate::control::{Control, Request};
 use crate::logfile::LogFile;
+use crate::pace::Pace;
 use crate::packing::Packing;
 use crate::shared::{self, say, G};
 use crate::thread::{halt_all, REGISTRY};
@@ -14,8 +17,6 @@ use recorder::window_event::{
     DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND, START_SIGNAL,
 };
 use recorder::{clock, Op};
-
-const TICK_US: u64 = 500;
 
 /// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
 /// allocate on the new thread before it could mark itself internal).
@@ -81,6 +82,12 @@ impl Windowed {
             self.closed.push_back((n, path, bytes));
             self.closed_bytes += bytes;
         }
+    }
+
+    /// How long until the schedule opens or closes a window (CLOCK_MONOTONIC ns from `mono`).
+    fn next_due(&self, mono: u64) -> u64 {
+        let next = if self.open.is_some() { self.sched.ends_at() } else { self.sched.next_start() };
+        next.map_or(u64::MAX, |t| t.saturating_sub(mono))
     }
 
     /// Every log of the process together, in bytes.
@@ -159,6 +166,7 @@ fn run() {
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     let mut packing = Packing::new(g.pack, clock::mono_ns());
+    let mut pace = Pace::new(g.stall_ns);
     loop {
         let shutdown = shared::SHUTDOWN.load(Acquire);
         let mut drained = 0;
@@ -200,8 +208,9 @@ fn run() {
         }
         let (ticks_100ms, ticks_1s) = if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
         let stall = if tps > 0.0 { (g.stall_ns as f64 * tps / 1e9) as u64 } else { u64::MAX };
-        let slack = if tps > 0.0 { (TICK_US as f64 * tps / 1e6) as u64 } else { 0 };
-        watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
+        let slack = if tps > 0.0 { (pace.tick_ns() as f64 * tps / 1e9) as u64 } else { 0 };
+        let seen = watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
+        pace.observe(drained > 0, seen);
         if state::writing() && now.wrapping_sub(last_take) >= ticks_1s / 4 {
             last_take = now;
             take_idle_buffers(now, ticks_1s);
@@ -236,7 +245,16 @@ fn run() {
             break;
         }
         if drained == 0 {
-            std::thread::sleep(std::time::Duration::from_micros(TICK_US));
+            // A doze lasts until the next RSS sample at most (the watch log's schedule and
+            // control socket are looked at as often).
+            let doze = if tps > 0.0 && ticks_100ms != u64::MAX {
+                let due = ticks_100ms.saturating_sub(clock::now().wrapping_sub(last_rss));
+                (due as f64 * 1e9 / tps) as u64
+            } else {
+                0
+            };
+            let doze = win.as_ref().map_or(doze, |w| doze.min(w.next_due(clock::mono_ns())));
+            pace.rest(doze, || g.pool.pending() > 0 || shared::SHUTDOWN.load(Acquire));
         }
     }
     let now = clock::now();

@@ -54,9 +54,10 @@ pub struct Globals {
 /// SHIM_SIGNAL deliveries not yet seen by the recorder (each toggles a window).
 pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
 
-/// The SHIM_SIGNAL handler: async-signal-safe, one atomic add.
+/// The SHIM_SIGNAL handler: async-signal-safe, one atomic add and a futex wake.
 pub extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Relaxed);
+    crate::pace::nudge();
 }
 
 pub struct GlobalCell(AtomicPtr<Globals>);

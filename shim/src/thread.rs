@@ -7,7 +7,7 @@
 //! fork), so fork's prepare handler can hold it across fork.
 use crate::config::OnFull;
 use crate::shared::{self, G};
-use crate::{state, tls};
+use crate::{pace, state, tls};
 use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use recorder::buffer::{Args, Buf};
 use recorder::{clock, Op};
@@ -32,7 +32,8 @@ pub struct ThreadState {
     /// Serial number of the call in progress, 0 when none (read by the watchdog and by
     /// the final flush).
     pub in_call: AtomicU64,
-    pub calls: u64,
+    /// Calls so far (written by the thread only; read by the recorder's pace).
+    pub calls: AtomicU64,
     /// Set by the watchdog: call `slow_call` has been inside the backend since `slow_since`.
     pub slow_call: AtomicU64,
     pub slow_since: AtomicU64,
@@ -161,7 +162,7 @@ pub fn register() -> *mut ThreadState {
         delivered: false,
         halt: core::sync::atomic::AtomicU8::new(if watching { REARM } else { RUN }),
         in_call: AtomicU64::new(0),
-        calls: 0,
+        calls: AtomicU64::new(0),
         slow_call: AtomicU64::new(0),
         slow_since: AtomicU64::new(0),
         wd_call: 0,
@@ -180,6 +181,8 @@ pub fn register() -> *mut ThreadState {
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
+    // Its calls are new to a dozing recorder's watchdog.
+    pace::nudge();
     if state::stopping() || !watching && !state::writing() {
         // The final flush or a window's close may have listed the threads before this
         // one joined.
@@ -211,10 +214,25 @@ fn rearm(st: &mut ThreadState) -> bool {
     st.countdown = g.timing_period;
     st.start_stream();
     st.closed.store(false, Release);
-    st.halt.compare_exchange(REARM, RUN, SeqCst, Relaxed).is_ok()
+    loop {
+        match st.halt.compare_exchange(REARM, RUN, SeqCst, Relaxed) {
+            Ok(_) => return true,
+            // The recorder began to doze meanwhile.
+            Err(h) if h & pace::WAKE != 0 => woken(st),
+            Err(_) => return false,
+        }
+    }
 }
 
 impl ThreadState {
+    /// Counts a call; its number (plain loads and stores: only this thread writes it).
+    #[inline(always)]
+    pub fn next_call(&self) -> u64 {
+        let n = self.calls.load(Relaxed) + 1;
+        self.calls.store(n, Relaxed);
+        n
+    }
+
     /// Writes the ThreadStart record that opens this thread's stream.
     pub fn start_stream(&mut self) {
         let a = Args { value: self.tid as u64, ..Args::default() };
@@ -247,6 +265,7 @@ impl ThreadState {
         match next {
             Some(b) => {
                 g.pool.send_full(full);
+                pace::nudge();
                 self.handed_over(b);
             }
             None => unsafe {
@@ -296,6 +315,7 @@ impl ThreadState {
             g.pool.give_back(self.buf);
         } else {
             g.pool.send_full(self.buf);
+            pace::nudge();
         }
         true
     }
@@ -331,25 +351,36 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
 /// `lifecycle::final_flush` for the handshake).
 #[inline(always)]
 pub fn enter(st: &mut ThreadState) -> bool {
-    st.calls += 1;
-    st.in_call.store(st.calls, Relaxed);
+    let n = st.next_call();
+    st.in_call.store(n, Relaxed);
     compiler_fence(SeqCst);
     st.halt.load(Relaxed) == RUN || halted(st)
 }
 
 /// Someone else wants this thread's buffer: wait while the recorder takes it (TAKE), or
-/// stop recording (STOP).
+/// stop recording (STOP); or the recorder dozes (WAKE): wake it, then go on as the rest
+/// of `halt` says.
 #[cold]
 #[inline(never)]
 fn halted(st: &mut ThreadState) -> bool {
     loop {
         match st.halt.load(Acquire) {
+            h if h & pace::WAKE != 0 => woken(st),
             RUN => return true,
             TAKE => core::hint::spin_loop(),
             REARM => return state::get() == state::RECORDING && rearm(st),
             _ => return false,
         }
     }
+}
+
+/// This thread's call is the first since the recorder began to doze: wake it, so that its
+/// watchdog sees the call (crate::pace).
+#[cold]
+#[inline(never)]
+pub fn woken(st: &mut ThreadState) {
+    st.halt.fetch_and(!pace::WAKE, SeqCst);
+    pace::nudge();
 }
 
 #[inline(always)]

@@ -3,6 +3,7 @@
 //! and each second the RSS and the allocator's own statistics. All of it is found by the
 //! recorder thread on its ticks: the hooked calls only mark themselves in `in_call`.
 use crate::logfile::LogFile;
+use crate::pace::Seen;
 use crate::shared::{self, G};
 use crate::state;
 use crate::thread::{REGISTRY, WATCHED};
@@ -21,10 +22,13 @@ pub enum Note {
 /// ticks in a row is marked slow (so its record carries a backend time even when
 /// unsampled), and followed until it returns; one that lasted over `stall` ticks (give or
 /// take the tick, `slack`) is a stall. Also reaps exited threads. With `notes`, threads
-/// starting and ending are noted as well (windows: the watch log lists them).
-pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec<Note>>) {
+/// starting and ending are noted as well (windows: the watch log lists them). Returns what
+/// it saw of the threads' calls, for the recorder's pace (crate::pace).
+pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec<Note>>) -> Seen {
     let stopping = state::stopping();
+    let mut seen = Seen::default();
     REGISTRY.for_each(|st| {
+        seen.calls = seen.calls.wrapping_add(st.calls.load(Relaxed));
         if let Some(n) = notes.as_deref_mut() {
             if !st.seen {
                 st.seen = true;
@@ -32,6 +36,7 @@ pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec
             }
         }
         let v = st.in_call.load(Relaxed);
+        seen.in_call |= v != 0;
         if v != 0 && v == st.wd_call {
             if v & WATCHED == 0 && st.slow_call.load(Relaxed) != v {
                 st.slow_since.store(st.wd_at, Relaxed);
@@ -63,6 +68,7 @@ pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec
         }
         keep
     });
+    seen
 }
 
 /// Writes the notes to the watch log.
