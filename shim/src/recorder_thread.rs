@@ -5,7 +5,7 @@
 //! second).
 use crate::control::{Control, Request};
 use crate::logfile::LogFile;
-use crate::pace::Pace;
+use crate::pace::{self, Pace};
 use crate::packing::Packing;
 use crate::shared::{self, say, G};
 use crate::thread::{halt_all, REGISTRY};
@@ -84,10 +84,12 @@ impl Windowed {
         }
     }
 
-    /// How long until the schedule opens or closes a window (CLOCK_MONOTONIC ns from `mono`).
+    /// How long until the schedule opens or closes a window, or the control socket is due
+    /// (CLOCK_MONOTONIC ns from `mono`).
     fn next_due(&self, mono: u64) -> u64 {
         let next = if self.open.is_some() { self.sched.ends_at() } else { self.sched.next_start() };
-        next.map_or(u64::MAX, |t| t.saturating_sub(mono))
+        let due = next.map_or(u64::MAX, |t| t.saturating_sub(mono));
+        if self.control.is_some() { due.min(20_000_000) } else { due }
     }
 
     /// Every log of the process together, in bytes.
@@ -166,7 +168,7 @@ fn run() {
     let statm = std::fs::File::open("/proc/self/statm").ok();
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     let mut packing = Packing::new(g.pack, clock::mono_ns());
-    let mut pace = Pace::new(g.stall_ns);
+    let mut pace = Pace::new();
     loop {
         let shutdown = shared::SHUTDOWN.load(Acquire);
         let mut drained = 0;
@@ -208,9 +210,9 @@ fn run() {
         }
         let (ticks_100ms, ticks_1s) = if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
         let stall = if tps > 0.0 { (g.stall_ns as f64 * tps / 1e9) as u64 } else { u64::MAX };
-        let slack = if tps > 0.0 { (pace.tick_ns() as f64 * tps / 1e9) as u64 } else { 0 };
+        let slack = if tps > 0.0 { (pace::TICK_NS as f64 * tps / 1e9) as u64 } else { 0 };
         let seen = watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
-        pace.observe(drained > 0, seen);
+        pace.observe(drained > 0, seen, clock::mono_ns());
         if state::writing() && now.wrapping_sub(last_take) >= ticks_1s / 4 {
             last_take = now;
             take_idle_buffers(now, ticks_1s);
@@ -245,8 +247,8 @@ fn run() {
             break;
         }
         if drained == 0 {
-            // A doze lasts until the next RSS sample at most (the watch log's schedule and
-            // control socket are looked at as often).
+            // A doze lasts until the next RSS sample at most, or the next window's start or
+            // end, or 20 ms with a control socket (its requests are answered from here).
             let doze = if tps > 0.0 && ticks_100ms != u64::MAX {
                 let due = ticks_100ms.saturating_sub(clock::now().wrapping_sub(last_rss));
                 (due as f64 * 1e9 / tps) as u64

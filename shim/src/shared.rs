@@ -124,15 +124,18 @@ pub fn say(msg: &str) {
     unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, n + 1) };
 }
 
-/// A full barrier on every running thread of the process.
-pub fn membarrier() {
+/// A full barrier on every running thread of the process. False where the kernel has no
+/// membarrier: then only a 1 ms sleep, which a thread's next call will almost always have
+/// seen past, but no guarantee.
+pub fn membarrier() -> bool {
     unsafe {
         if libc::syscall(libc::SYS_membarrier, 8 /* PRIVATE_EXPEDITED */, 0, 0) == 0 {
-            return;
+            return true;
         }
         if libc::syscall(libc::SYS_membarrier, 1 /* GLOBAL */, 0, 0) == 0 {
-            return;
+            return true;
         }
         libc::usleep(1000);
+        false
     }
 }

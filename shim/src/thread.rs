@@ -181,13 +181,14 @@ pub fn register() -> *mut ThreadState {
         libc::pthread_setspecific(EXIT_KEY, st as *const libc::c_void);
     }
     REGISTRY.push(st);
-    // Its calls are new to a dozing recorder's watchdog.
-    pace::nudge();
     if state::stopping() || !watching && !state::writing() {
         // The final flush or a window's close may have listed the threads before this
         // one joined.
         unsafe { (*st).halt.store(STOP, SeqCst) };
     }
+    // Its calls are new to a dozing recorder's watchdog (and the store above may have
+    // wiped the WAKE it was given since the push).
+    pace::nudge();
     st
 }
 
