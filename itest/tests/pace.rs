@@ -2,7 +2,9 @@
 //! and the shim's recorder must wake far less often than its busy pace (2,000 times a
 //! second) meanwhile; then it makes five slow reallocs, each right after 150 ms of sleep,
 //! and the watchdog must still see every one of them (the first call after a doze wakes
-//! the recorder), in the log (recording) and in the watch log (between windows).
+//! the recorder), in the log (recording) and in the watch log (between windows). And 300
+//! threads at once: all recorded, and the recorder, which looks at each on every tick,
+//! still dozes.
 use itest::*;
 use recorder::{Event, LogReader, Op};
 use std::path::Path;
@@ -49,9 +51,9 @@ fn slow_calls_after_a_doze_are_seen_while_recording() {
         let rounds = p["rounds"].as_u64().expect("rounds") as usize;
         let logs = list_files(dir.path());
         assert_eq!(logs.len(), 1, "{backend}: one log: {logs:?}");
-        let big = 192u64 << 20;
+        let big = 384u64 << 20;
         let reallocs: Vec<Event> = events(&logs[0]).into_iter().filter(|e| e.op == Op::Realloc && e.size == big).collect();
-        assert_eq!(reallocs.len(), rounds, "{backend}: the 192 MiB reallocs: {reallocs:?}");
+        assert_eq!(reallocs.len(), rounds, "{backend}: the 384 MiB reallocs: {reallocs:?}");
         let slow = reallocs.iter().filter(|e| e.backend_ns().is_some_and(|ns| ns >= 1_000_000)).count();
         assert_eq!(slow, rounds, "{backend}: reallocs with a backend time over 1 ms: {reallocs:?}");
     }
@@ -73,4 +75,26 @@ fn slow_calls_after_a_doze_are_stalls_in_the_watch_log() {
         .filter(|e| e.op == Op::Stall && e.value() == tid && e.size == Op::Realloc as u64)
         .collect();
     assert_eq!(stalls.len(), rounds, "realloc stalls of thread {tid}: {stalls:?}");
+}
+
+/// 300 threads registered at once (the registry's array grows under them, from 64 to 512):
+/// every one's call is in the log, and the recorder, which looks at all of them on every
+/// tick, still dozes while none calls.
+#[test]
+fn three_hundred_threads_are_all_recorded_and_the_recorder_still_dozes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = command(cprog("idle"));
+    c.args(["0", "1", "300"])
+        .env("LD_PRELOAD", shim_lib())
+        .env("SHIM_LOG", dir.path().join("t.shimlog"));
+    let out = run(c);
+    out.assert_success("idle.c beside 300 threads");
+    assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
+    let wakes = out.json()["wakes"].as_u64().expect("wakes");
+    assert!(wakes <= 100, "the recorder woke {wakes} times in an idle second beside 300 threads");
+    let ev = events(&dir.path().join("t.shimlog"));
+    let mut tids: Vec<u32> = ev.iter().filter(|e| e.op == Op::Malloc && e.size == 16).map(|e| e.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert!(tids.len() >= 300, "threads with their malloc(16) in the log: {}", tids.len());
 }

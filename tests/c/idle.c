@@ -3,15 +3,17 @@
  * First it sleeps a second without a call into the allocator and counts how often the
  * other threads of the process (the shim's recorder) woke meanwhile and how much CPU they
  * used (/proc/self/task/TID/status and schedstat). Then, ROUNDS times, it sleeps 150 ms and
- * makes one slow call right away: a realloc of a touched 64 MiB block to 192 MiB, with a
+ * makes one slow call right away: a realloc of a touched 128 MiB block to 384 MiB, with a
  * block after it so that it cannot grow in place (a backend that does not remap copies
  * it). A recorder that dozes through the sleep must still see that call as a stall.
  * Prints {"tid":TID,"idle_wakes":N,"idle_cpu_ns":N,"rounds":N}.
  *
- * `idle PERIOD_US SECONDS` (bench/idle.py): a malloc and a free every PERIOD_US (0: none)
- * for SECONDS instead, and prints {"wakes":N,"cpu_ns":N,"calls":N} of the other threads
- * over that time. */
+ * `idle PERIOD_US SECONDS [THREADS]` (bench/idle.py): a malloc and a free every PERIOD_US
+ * (0: none) for SECONDS instead, beside THREADS threads (default 0) that made one call each
+ * and sleep, and prints {"wakes":N,"cpu_ns":N,"calls":N} of the threads that used CPU
+ * meanwhile (the recorder; the sleepers use none) over that time. */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +66,26 @@ static double now_s(void) {
 }
 
 /* A call every `period_us` for `secs`: the other threads' wakes and CPU meanwhile. */
-static int trickle(long self, long period_us, double secs) {
+static int hold[2];
+
+/* One call, then blocked until the pipe closes (no wake-ups meanwhile). */
+static void *sleeper(void *arg) {
+    (void)arg;
+    void *volatile p = malloc(16);
+    free(p);
+    char c;
+    while (read(hold[0], &c, 1) > 0) {}
+    return 0;
+}
+
+static int trickle(long self, long period_us, double secs, int threads) {
+    pthread_t *t = calloc(threads ? threads : 1, sizeof *t);
+    if (!t || pipe(hold)) return 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&t[i], &attr, sleeper, 0)) return 1;
     sleep_ms(200);
     unsigned long long w0, c0, w1, c1, calls = 0;
     others(self, &w0, &c0);
@@ -81,20 +102,23 @@ static int trickle(long self, long period_us, double secs) {
         }
     }
     others(self, &w1, &c1);
+    close(hold[1]);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], 0);
+    free(t);
     printf("{\"wakes\":%llu,\"cpu_ns\":%llu,\"calls\":%llu}\n", w1 - w0, c1 - c0, calls);
     return 0;
 }
 
 int main(int argc, char **argv) {
     long self = syscall(SYS_gettid);
-    if (argc == 3) return trickle(self, atol(argv[1]), atof(argv[2]));
+    if (argc >= 3) return trickle(self, atol(argv[1]), atof(argv[2]), argc > 3 ? atoi(argv[3]) : 0);
     /* Let start-up settle (the recorder measures its clock for 20 ms). */
     sleep_ms(200);
     unsigned long long w0, c0, w1, c1;
     others(self, &w0, &c0);
     sleep_ms(1000);
     others(self, &w1, &c1);
-    size_t big = (size_t)64 << 20;
+    size_t big = (size_t)128 << 20;
     for (int i = 0; i < ROUNDS; i++) {
         char *p = malloc(big);
         if (!p) return 1;
