@@ -56,6 +56,15 @@ pub struct Seen {
     pub in_call: bool,
 }
 
+impl Seen {
+    /// Counts in one thread: its `calls` so far, and its `in_call` now.
+    #[inline]
+    pub fn add(&mut self, calls: u64, in_call: u64) {
+        self.calls = self.calls.wrapping_add(calls);
+        self.in_call |= in_call != 0;
+    }
+}
+
 pub struct Pace {
     last_calls: u64,
     /// When the threads were last seen calling (CLOCK_MONOTONIC ns), and how long without a
@@ -111,8 +120,7 @@ impl Pace {
         let fenced = crate::shared::membarrier();
         let mut seen = Seen::default();
         REGISTRY.for_each(|st: &mut ThreadState| {
-            seen.calls = seen.calls.wrapping_add(st.calls.load(SeqCst));
-            seen.in_call |= st.in_call.load(SeqCst) != 0;
+            seen.add(st.calls.load(SeqCst), st.in_call.load(SeqCst));
             true
         });
         if !fenced || seen.in_call || seen.calls != self.last_calls {

@@ -249,7 +249,7 @@ fn run() {
         if drained == 0 {
             // A doze lasts until the next RSS sample at most, or the next window's start or
             // end, or 20 ms with a control socket (its requests are answered from here).
-            let doze = if tps > 0.0 && ticks_100ms != u64::MAX {
+            let doze = if tps > 0.0 {
                 let due = ticks_100ms.saturating_sub(clock::now().wrapping_sub(last_rss));
                 (due as f64 * 1e9 / tps) as u64
             } else {

@@ -28,7 +28,6 @@ pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec
     let stopping = state::stopping();
     let mut seen = Seen::default();
     REGISTRY.for_each(|st| {
-        seen.calls = seen.calls.wrapping_add(st.calls.load(Relaxed));
         if let Some(n) = notes.as_deref_mut() {
             if !st.seen {
                 st.seen = true;
@@ -36,7 +35,7 @@ pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec
             }
         }
         let v = st.in_call.load(Relaxed);
-        seen.in_call |= v != 0;
+        seen.add(st.calls.load(Relaxed), v);
         if v != 0 && v == st.wd_call {
             if v & WATCHED == 0 && st.slow_call.load(Relaxed) != v {
                 st.slow_since.store(st.wd_at, Relaxed);
