@@ -2,7 +2,7 @@
 //! thread recorded survives the process however it ends.
 //!
 //! For each log the shim creates an in-flight file, on tmpfs where it can
-//! (`/dev/shm/shim-UID/PID-START.inflight`; beside the log as `L.inflight` otherwise, and
+//! (`/dev/shm/shim-UID/PID-START.inflight`, or under `SHIM_INFLIGHT_DIR`; beside the log as `L.inflight` otherwise, and
 //! the log's header names it), maps it shared, and takes every buffer from it: a record a thread stores is in the page cache the moment it is stored,
 //! and the kernel keeps it when the process dies (a signal, a crash, SIGKILL, the OOM
 //! killer). The recorder compresses full buffers into the log as before and marks each one
@@ -70,17 +70,33 @@ pub fn path_for(log: &str) -> String {
     format!("{log}.inflight")
 }
 
-/// Where the in-flight file of the log at `log` goes: `/dev/shm/shim-UID/PID-START.inflight`
-/// when /dev/shm is a tmpfs and that directory is (or can be made) the user's own, mode 0700;
-/// beside the log otherwise. On tmpfs a page the threads store into costs a minor fault; on
-/// a disk file system the first store into each page costs the file system's page_mkwrite
-/// (ext4 here: about 25 ms for a process's first sixteen buffers).
-pub fn place(log: &str, pid: u32, start_ns: u64) -> String {
+/// Where the users' in-flight directories are made unless `SHIM_INFLIGHT_DIR` names another.
+pub const DEFAULT_BASE: &str = "/dev/shm";
+
+/// The directory the in-flight directories are made in: `SHIM_INFLIGHT_DIR` when set to an
+/// absolute path, else [`DEFAULT_BASE`]. For shimlog (the shim reads its settings without
+/// allocating, in its config).
+pub fn base_from_env() -> String {
+    std::env::var("SHIM_INFLIGHT_DIR").ok().filter(|v| v.starts_with('/')).unwrap_or_else(|| DEFAULT_BASE.to_string())
+}
+
+/// The user's in-flight directory under `base`: `BASE/shim-UID`.
+pub fn user_dir(base: &str) -> String {
+    format!("{}/shim-{}", base.trim_end_matches('/'), unsafe { libc::getuid() })
+}
+
+/// Where the in-flight file of the log at `log` goes: `BASE/shim-UID/PID-START.inflight`
+/// (BASE is /dev/shm unless `SHIM_INFLIGHT_DIR` says otherwise) when BASE is a tmpfs and
+/// that directory is (or can be made) the user's own, mode 0700; beside the log otherwise.
+/// On tmpfs a page the threads store into costs a minor fault; on a disk file system the
+/// first store into each page costs the file system's page_mkwrite (ext4 here: about 25 ms
+/// for a process's first sixteen buffers).
+pub fn place(base: &str, log: &str, pid: u32, start_ns: u64) -> String {
     let uid = unsafe { libc::getuid() };
-    let dir = format!("/dev/shm/shim-{uid}");
+    let dir = user_dir(base);
     let private = (|| {
         let mut fs: libc::statfs = unsafe { core::mem::zeroed() };
-        let shm = cstr("/dev/shm").ok()?;
+        let shm = cstr(base).ok()?;
         if unsafe { libc::statfs(shm.as_ptr(), &mut fs) } != 0 || fs.f_type != libc::TMPFS_MAGIC {
             return None;
         }
@@ -98,6 +114,19 @@ pub fn place(log: &str, pid: u32, start_ns: u64) -> String {
         Some(()) => format!("{dir}/{pid}-{start_ns}.inflight"),
         None => path_for(log),
     }
+}
+
+/// Locks a file this process has just created. Another process's reclaimer (crate::reclaim)
+/// probing the directory can hold the lock for a moment (it finds the header empty and the
+/// pid in the name alive, and lets go): wait for it, 20 ms at most.
+fn lock_new(fd: i32) -> bool {
+    for _ in 0..200 {
+        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return true;
+        }
+        unsafe { libc::usleep(100) };
+    }
+    false
 }
 
 /// A mapped in-flight file, as the shim holds it.
@@ -143,7 +172,7 @@ impl Inflight {
             };
             // The header's page gets its disk now (a store into a page of a shared mapping
             // that the file system cannot back is a SIGBUS); each slot's when first used.
-            if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) != 0
+            if !lock_new(fd)
                 || libc::ftruncate(fd, len as libc::off_t) != 0
                 || libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, HEADER_LEN as libc::off_t) != 0
             {

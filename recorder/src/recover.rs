@@ -34,83 +34,161 @@ pub struct Recovered {
 pub enum NotRecovered {
     /// No in-flight file beside the log: nothing to do (a clean exit removed it).
     Nothing,
-    /// Its process still runs (it holds the file's lock).
+    /// Its process still runs (it holds the file's lock, or maps the file).
     Running,
-    /// Something is wrong: one line saying what.
+    /// The file was left as it is, one line saying why: it could not be opened, or another
+    /// version of the shim wrote it.
+    Untouched(String),
+    /// Its process is gone but its records could not be put in its log: one line saying
+    /// what is wrong. The file is still there.
     Failed(String),
 }
 
-/// Recovers `log` from `log.inflight` when its process is gone. Returns what was put in
+/// Recovers `log` from its in-flight file when its process is gone. Returns what was put in
 /// each log (the main log and, with capture windows, the open window's).
 pub fn recover(log: &str) -> Result<Vec<Recovered>, NotRecovered> {
-    let path = inflight_of(log);
-    let file = match File::options().read(true).write(true).open(&path) {
+    claim(&inflight_of(log))?.recover(log)
+}
+
+/// A dead process's in-flight file, locked by this process until dropped.
+pub struct Claimed {
+    file: File,
+    pub path: String,
+    /// The process that wrote it.
+    pub pid: u32,
+    header: Vec<u8>,
+}
+
+/// Opens and locks the in-flight file at `path` when its process is gone: the file's lock is
+/// free, the process (the header's pid) does not map it, and the path still names the file
+/// locked (another reader did not just recover and remove it).
+pub fn claim(path: &str) -> Result<Claimed, NotRecovered> {
+    let file = match File::options().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(NotRecovered::Nothing),
-        Err(e) => return Err(NotRecovered::Failed(format!("{path}: {e}"))),
+        Err(e) => return Err(NotRecovered::Untouched(format!("{path}: {e}"))),
     };
     // The process holds the lock while it lives; its death (however it came) releases it.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(NotRecovered::Running);
     }
-    let fail = |m: String| NotRecovered::Failed(format!("{path}: {m}"));
-    let mut pid = [0u8; 4];
+    use std::os::unix::fs::MetadataExt;
+    let ours = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+    if ours.is_none() || std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())) != ours {
+        return Err(NotRecovered::Nothing);
+    }
+    let mut header = vec![0u8; inflight::HEADER_LEN];
+    if file.read_exact_at(&mut header, 0).is_err() || &header[..8] != inflight::MAGIC {
+        // No header yet: its process is creating it (the name's pid lives), or died doing so.
+        return match pid_in_name(path).is_some_and(alive) {
+            true => Err(NotRecovered::Running),
+            false => Err(NotRecovered::Failed(format!("{path}: holds no header (its process died while making it)"))),
+        };
+    }
+    let pid = u32::from_le_bytes([header[20], header[21], header[22], header[23]]);
     // The lock is gone with the process, or with its descriptor (a program that closes every
     // descriptor it did not open): a process that still maps the file is alive.
-    if file.read_exact_at(&mut pid, 20).is_ok() && still_mapped(u32::from_le_bytes(pid), &path) {
+    if still_mapped(pid, path) {
         return Err(NotRecovered::Running);
     }
-    let mut hb = vec![0u8; inflight::HEADER_LEN];
-    file.read_exact_at(&mut hb, 0).map_err(|e| fail(format!("cannot read its header: {e}")))?;
-    // SAFETY: HEADER_LEN bytes, at least the header's size; every field is plain data.
-    let h: &InflightHeader = unsafe { &*(hb.as_ptr() as *const InflightHeader) };
-    if &h.magic != inflight::MAGIC || h.version != inflight::VERSION {
-        return Err(fail("not an in-flight file of this version of the shim".into()));
-    }
-    if h.slot_size as usize != inflight::slot_size() || h.slots as usize > inflight::SLOTS {
-        return Err(fail(format!("slots of {} bytes; this build reads {}", h.slot_size, inflight::slot_size())));
-    }
-    use core::sync::atomic::Ordering::Relaxed;
-    let window = h.window.load(Relaxed);
-    let wlen = (h.window_path_len.load(Relaxed) as usize).min(inflight::PATH_MAX);
-    let window_log = String::from_utf8_lossy(&h.window_path[..wlen]).into_owned();
-    let mlen = (h.log_path_len as usize).min(inflight::PATH_MAX);
-    let main_log = match String::from_utf8_lossy(&h.log_path[..mlen]).into_owned() {
-        // The log named by the caller when the process wrote the one it was told (a window's
-        // log names the in-flight file too, but its slots' main log is the process's).
-        m if m.is_empty() => log.to_string(),
-        m => m,
-    };
-    let end = h.ending.load(Relaxed) as u64;
-    let clock = (h.p0_ticks, h.p0_mono, h.last_ticks.load(Relaxed), h.last_mono.load(Relaxed));
+    Ok(Claimed { file, path: path.to_string(), pid, header })
+}
 
-    // Every slot with records, by the log it belongs to.
-    let mut main = Vec::new();
-    let mut win = Vec::new();
-    let size = file.metadata().map_err(|e| fail(e.to_string()))?.len();
-    let mut raw = vec![0u8; inflight::slot_size()];
-    for i in 0..h.slots as usize {
-        let at = (inflight::HEADER_LEN + i * inflight::slot_size()) as u64;
-        if at + raw.len() as u64 > size || file.read_exact_at(&mut raw, at).is_err() {
-            break;
-        }
-        let Some(b) = slot(&raw) else { continue };
-        match b.log {
-            0 => main.push(b),
-            n if n == window && window != 0 => win.push(b),
-            _ => {} // a window's buffer whose log is closed: its records were discarded
-        }
+impl Claimed {
+    fn h(&self) -> &InflightHeader {
+        // SAFETY: HEADER_LEN bytes, at least the header's size; every field is plain data.
+        unsafe { &*(self.header.as_ptr() as *const InflightHeader) }
     }
-    let mut done = Vec::new();
-    for (target, bufs) in [(main_log, main), (window_log, win)] {
-        if bufs.is_empty() || target.is_empty() {
-            continue;
-        }
-        done.push(append(&target, bufs, end, clock).map_err(|e| NotRecovered::Failed(format!("{target}: {e}")))?);
+
+    /// The process's main log (or watch log), as the header names it (empty: not named).
+    pub fn log(&self) -> String {
+        let h = self.h();
+        let mlen = (h.log_path_len as usize).min(inflight::PATH_MAX);
+        String::from_utf8_lossy(&h.log_path[..mlen]).into_owned()
     }
-    // Everything is in the logs now.
-    let _ = std::fs::remove_file(&path);
-    Ok(done)
+
+    /// Whether this build of the shim wrote it (another version's file is left alone).
+    pub fn readable(&self) -> Result<(), NotRecovered> {
+        let h = self.h();
+        if h.version != inflight::VERSION || h.slot_size as usize != inflight::slot_size() || h.slots as usize > inflight::SLOTS {
+            return Err(NotRecovered::Untouched(format!(
+                "{}: written by another version of the shim (in-flight version {}, slots of {} bytes; this build reads version {}, {} bytes)",
+                self.path,
+                h.version,
+                h.slot_size,
+                inflight::VERSION,
+                inflight::slot_size()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts the file's records into the logs they belong to (`log` where the header names
+    /// none), then deletes the file. On failure the file stays.
+    pub fn recover(&self, log: &str) -> Result<Vec<Recovered>, NotRecovered> {
+        self.readable()?;
+        let path = &self.path;
+        let fail = |m: String| NotRecovered::Failed(format!("{path}: {m}"));
+        let h = self.h();
+        use core::sync::atomic::Ordering::Relaxed;
+        let window = h.window.load(Relaxed);
+        let wlen = (h.window_path_len.load(Relaxed) as usize).min(inflight::PATH_MAX);
+        let window_log = String::from_utf8_lossy(&h.window_path[..wlen]).into_owned();
+        let main_log = match self.log() {
+            // The log named by the caller when the process wrote the one it was told (a window's
+            // log names the in-flight file too, but its slots' main log is the process's).
+            m if m.is_empty() => log.to_string(),
+            m => m,
+        };
+        let end = h.ending.load(Relaxed) as u64;
+        let clock = (h.p0_ticks, h.p0_mono, h.last_ticks.load(Relaxed), h.last_mono.load(Relaxed));
+
+        // Every slot with records, by the log it belongs to.
+        let mut main = Vec::new();
+        let mut win = Vec::new();
+        let size = self.file.metadata().map_err(|e| fail(e.to_string()))?.len();
+        let mut raw = vec![0u8; inflight::slot_size()];
+        for i in 0..h.slots as usize {
+            let at = (inflight::HEADER_LEN + i * inflight::slot_size()) as u64;
+            if at + raw.len() as u64 > size {
+                break;
+            }
+            // The counts first (a slot never used is a hole: nothing more to read).
+            if self.file.read_exact_at(&mut raw[..12], at).is_err() {
+                break;
+            }
+            if raw[4..12].iter().all(|&b| b == 0) {
+                continue;
+            }
+            if self.file.read_exact_at(&mut raw, at).is_err() {
+                break;
+            }
+            let Some(b) = slot(&raw) else { continue };
+            match b.log {
+                0 => main.push(b),
+                n if n == window && window != 0 => win.push(b),
+                _ => {} // a window's buffer whose log is closed: its records were discarded
+            }
+        }
+        let mut done = Vec::new();
+        for (target, bufs) in [(main_log, main), (window_log, win)] {
+            if bufs.is_empty() || target.is_empty() {
+                continue;
+            }
+            if !std::path::Path::new(&target).exists() {
+                return Err(fail(format!("its log {target} is gone")));
+            }
+            done.push(append(&target, bufs, end, clock).map_err(|e| fail(format!("its log {target} cannot be written: {e}")))?);
+        }
+        // Everything is in the logs now.
+        let _ = std::fs::remove_file(path);
+        Ok(done)
+    }
+
+    /// Deletes the file (its records are lost: the caller says why).
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// The in-flight file of `log`: the one its header names, else `LOG.inflight`.
@@ -121,15 +199,29 @@ pub fn inflight_of(log: &str) -> String {
     }
 }
 
-/// True when process `pid` runs and maps the in-flight file at `path`.
+/// The pid an in-flight file's name starts with (`PID-START.inflight`), if it does.
+fn pid_in_name(path: &str) -> Option<u32> {
+    let name = path.rsplit('/').next()?;
+    name.split_once('-')?.0.parse().ok()
+}
+
+/// True when process `pid` exists (it may be another user's).
+fn alive(pid: u32) -> bool {
+    pid != 0
+        && pid <= i32::MAX as u32
+        && (unsafe { libc::kill(pid as i32, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+/// True when process `pid` runs and maps the in-flight file at `path` (or runs and its maps
+/// cannot be read: then it may, and the file is left alone).
 fn still_mapped(pid: u32, path: &str) -> bool {
-    if pid == 0 || unsafe { libc::kill(pid as i32, 0) } != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+    if !alive(pid) {
         return false;
     }
     let want = std::fs::canonicalize(path).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| path.to_string());
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map(|m| m.lines().any(|l| l.ends_with(want.as_str())))
-        .unwrap_or(false)
+        .unwrap_or(true)
 }
 
 /// Slot bytes as a buffer of whole records, or None when it holds none.

@@ -63,8 +63,15 @@ pub struct Config {
     /// SHIM_PACK: columns (about half the log bytes, at up to 4 times the recorder's CPU), rows
     /// (zstd alone), or auto (the default: columns while a core is idle).
     pub pack: crate::packing::Pack,
+    /// SHIM_INFLIGHT_MAX: the most bytes dead processes' in-flight files may take in the
+    /// user's in-flight directory before the oldest are recovered or removed at once (None,
+    /// `off`: this process leaves other processes' files alone).
+    pub inflight_max: Option<u64>,
+    /// SHIM_INFLIGHT_DIR: where the user's in-flight directory `shim-UID` is made (absolute
+    /// path; default /dev/shm).
+    pub inflight_base: &'static [u8],
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 18],
+    pub warnings: [Option<&'static str>; 20],
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -125,6 +132,8 @@ pub fn parse_duration(s: &[u8]) -> Option<u64> {
 /// recorder's watchdog), which keeps the recording cost within the benchmark's target.
 pub const DEFAULT_TIMING: Timing = Timing::Every(64);
 pub const DEFAULT_LOG: &str = "shim.%e.%p.shimlog";
+/// Default SHIM_INFLIGHT_MAX: 64 MiB of dead processes' in-flight files (about 60 of them).
+pub const DEFAULT_INFLIGHT_MAX: u64 = 64 << 20;
 
 static mut PROC_ENV: [u8; 65536] = [0; 65536];
 static mut PROC_ENV_LEN: usize = 0;
@@ -190,7 +199,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 }
 
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 18] = [None; 18];
+    let mut w: [Option<&'static str>; 20] = [None; 20];
     let choice = match getenv(b"SHIM_BACKEND") {
         None => Choice::Unset,
         Some(v) if v.is_empty() => Choice::Unset,
@@ -337,6 +346,25 @@ pub fn read() -> Config {
             false
         }
     };
+    let inflight_max = match getenv(b"SHIM_INFLIGHT_MAX") {
+        None | Some(b"") => Some(DEFAULT_INFLIGHT_MAX),
+        Some(b"off") | Some(b"none") => None,
+        Some(v) => match parse_size(v) {
+            Some(n) => Some(n),
+            _ => {
+                w[18] = Some("shim: unknown SHIM_INFLIGHT_MAX (a size: 64M, 512k, 1G, 0; or off); using 64M");
+                Some(DEFAULT_INFLIGHT_MAX)
+            }
+        },
+    };
+    let inflight_base: &'static [u8] = match getenv(b"SHIM_INFLIGHT_DIR") {
+        None | Some(b"") => recorder::inflight::DEFAULT_BASE.as_bytes(),
+        Some(v) if v.starts_with(b"/") && core::str::from_utf8(v).is_ok() => v,
+        Some(_) => {
+            w[19] = Some("shim: unknown SHIM_INFLIGHT_DIR (an absolute path, on tmpfs); using /dev/shm");
+            recorder::inflight::DEFAULT_BASE.as_bytes()
+        }
+    };
     let windows = match (window, start, every) {
         // A limit, a control socket or a signal needs somewhere to go on watching: one
         // window from start to exit.
@@ -377,6 +405,8 @@ pub fn read() -> Config {
             sample_only
         },
         pack,
+        inflight_max,
+        inflight_base,
         warnings: w,
     }
 }

@@ -95,8 +95,11 @@ fn init() {
         libc::syscall(libc::SYS_membarrier, 16 /* REGISTER_PRIVATE_EXPEDITED */, 0, 0);
     }
     crate::thread::init_exit_key();
+    let inflight_base = String::from_utf8_lossy(cfg.inflight_base).into_owned();
     let g = Box::new(Globals {
-        pool: new_pool(&log_path, cfg.crash_safe, p0),
+        pool: new_pool(&log_path, cfg.crash_safe, &inflight_base, p0),
+        inflight_base,
+        inflight_max: cfg.inflight_max,
         timing_period: cfg.timing.period(),
         timing: cfg.timing,
         on_full: cfg.on_full,
@@ -170,12 +173,12 @@ pub fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
     }
 }
 
-/// The pool of the log at `log_path`: its buffers in the in-flight file beside it (with
+/// The pool of the log at `log_path`: its buffers in the in-flight file (under `inflight_base`, or beside it; with
 /// `crash_safe`; on the heap when the file cannot be made, said in one line).
-pub fn new_pool(log_path: &str, crash_safe: bool, p0: clock::Pair) -> Pool {
+pub fn new_pool(log_path: &str, crash_safe: bool, inflight_base: &str, p0: clock::Pair) -> Pool {
     let slots = if crash_safe {
         let pid = unsafe { libc::getpid() } as u32;
-        let path = recorder::inflight::place(log_path, pid, clock::unix_ns());
+        let path = recorder::inflight::place(inflight_base, log_path, pid, clock::unix_ns());
         match recorder::inflight::Inflight::create(&path, log_path, p0.ticks, p0.mono_ns) {
             Ok(f) => Some(f),
             Err(e) => {

@@ -16,6 +16,7 @@ mod logfile;
 mod pace;
 mod packing;
 mod patch;
+mod reclaim;
 mod recorder_thread;
 mod sampled;
 mod shared;

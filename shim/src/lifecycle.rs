@@ -107,7 +107,9 @@ fn restart(forked: bool) {
     };
     let p0 = clock::pair();
     let g = Box::new(Globals {
-        pool: init::new_pool(&log_path, old.crash_safe, p0),
+        pool: init::new_pool(&log_path, old.crash_safe, &old.inflight_base, p0),
+        inflight_base: old.inflight_base.clone(),
+        inflight_max: old.inflight_max,
         timing_period: old.timing_period,
         timing: old.timing,
         on_full: old.on_full,

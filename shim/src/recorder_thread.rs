@@ -2,7 +2,8 @@
 //! each tick (every 500 µs while the program calls the allocator, less often while it does
 //! not: crate::pace) does the housekeeping no hooked thread should pay for: the slow-call
 //! watchdog, reaping exited threads, RSS samples (every 100 ms) and clock pairs (every
-//! second).
+//! second). At its start it starts the thread that recovers dead processes' in-flight files
+//! (crate::reclaim).
 use crate::control::{Control, Request};
 use crate::logfile::LogFile;
 use crate::pace::{self, Pace};
@@ -144,6 +145,8 @@ fn run() {
         halt_all();
         return;
     };
+    // Other processes' dead in-flight files, on a thread of their own (crate::reclaim).
+    crate::reclaim::start();
     let mut win = g.windows.map(|cfg| Windowed {
         sched: Schedule::new(cfg, g.p0.mono_ns),
         open: None,

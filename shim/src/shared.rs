@@ -42,6 +42,10 @@ pub struct Globals {
     pub control: bool,
     /// SHIM_CRASH_SAFE: buffers in the in-flight file beside the log.
     pub crash_safe: bool,
+    /// SHIM_INFLIGHT_DIR (or /dev/shm): where the user's in-flight directory is.
+    pub inflight_base: String,
+    /// SHIM_INFLIGHT_MAX in bytes (None: off, other processes' files are left alone).
+    pub inflight_max: Option<u64>,
     /// SHIM_RECORD=sample: only sampled allocations, their frees and slow calls.
     pub sample_only: bool,
     /// SHIM_PACK: how the recorder packs buffers (crate::packing).

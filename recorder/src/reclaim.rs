@@ -1,0 +1,125 @@
+//! Dead processes' in-flight files: found in the user's in-flight directory
+//! (`BASE/shim-UID`, crate::inflight::user_dir), recovered into the logs their headers name
+//! (crate::recover) and removed, so that a process that keeps dying (a crash loop) does not
+//! leave its buffers in tmpfs, i.e. in RAM, until someone reads its log.
+//!
+//! Used by the shim (a thread of its own, started by the recorder thread after start-up,
+//! a bounded number of files per start and per second) and by `shimlog recover --all`.
+//! A file is dead when its lock is free and its process (the header's pid) does not map it:
+//! a live process's file is never touched. A dead file whose records cannot be put in its
+//! log (the log gone, or not writable) is removed, with one line saying so.
+use crate::recover::{claim, NotRecovered, Recovered};
+use std::os::unix::fs::MetadataExt;
+
+/// An in-flight file in the directory.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub path: String,
+    /// Bytes of memory (tmpfs) it takes: its allocated blocks, not its (sparse) length.
+    pub bytes: u64,
+    /// Last modified (ns since the epoch): the process's last slot it took, or its start.
+    pub mtime_ns: i128,
+}
+
+/// What [`reclaim`] did with one file.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Its records are in its logs (none when everything was written already), the file gone.
+    Recovered(Vec<Recovered>),
+    /// Removed without recovery: one line saying why (its log is gone, or cannot be written).
+    Removed(String),
+    /// Left as it is: its process lives, another reader took it first, or another version of
+    /// the shim wrote it (one line why).
+    Left(String),
+}
+
+/// The `*.inflight` files in `dir`, oldest first. A directory that does not exist holds none.
+pub fn list(dir: &str) -> std::io::Result<Vec<Entry>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut v: Vec<Entry> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".inflight"))
+        .filter_map(|e| {
+            let m = e.metadata().ok().filter(|m| m.is_file())?;
+            Some(Entry {
+                path: e.path().to_string_lossy().into_owned(),
+                bytes: m.blocks() * 512,
+                mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| a.mtime_ns.cmp(&b.mtime_ns).then_with(|| a.path.cmp(&b.path)));
+    Ok(v)
+}
+
+/// True when the file's process is gone (its lock free, its pid not mapping it) and this
+/// build can deal with it. Looks only: the lock is let go at once.
+pub fn dead(path: &str) -> bool {
+    match claim(path) {
+        Ok(c) => c.readable().is_ok(),
+        Err(NotRecovered::Failed(_)) => true,
+        Err(_) => false,
+    }
+}
+
+/// Which dead files to handle now, oldest first: while the dead files together take more
+/// than `cap` bytes the oldest of them (at most `over_cap` files), and at least the `budget`
+/// oldest. Returns them and the bytes all dead files take.
+pub fn plan(dir: &str, cap: u64, budget: usize, over_cap: usize) -> std::io::Result<(Vec<Entry>, u64)> {
+    let dead: Vec<Entry> = list(dir)?.into_iter().filter(|e| dead(&e.path)).collect();
+    let total: u64 = dead.iter().map(|e| e.bytes).sum();
+    let mut left = total;
+    let mut n = 0;
+    while n < dead.len() && (n < budget || left > cap && n < over_cap) {
+        left -= dead[n].bytes;
+        n += 1;
+    }
+    Ok((dead.into_iter().take(n).collect(), total))
+}
+
+/// Recovers the dead file at `path` into its logs and removes it; removes it with one line
+/// when its records cannot be put there. A live process's file, or one another reader holds,
+/// is left alone.
+pub fn reclaim(path: &str) -> Outcome {
+    let c = match claim(path) {
+        Ok(c) => c,
+        Err(NotRecovered::Running) => return Outcome::Left(format!("{path}: its process still runs")),
+        Err(NotRecovered::Nothing) => return Outcome::Left(format!("{path}: gone already (another reader took it)")),
+        Err(NotRecovered::Untouched(m)) => return Outcome::Left(m),
+        // No header, its process gone: nothing in it to recover.
+        Err(NotRecovered::Failed(m)) => {
+            let _ = std::fs::remove_file(path);
+            return Outcome::Removed(m);
+        }
+    };
+    if let Err(NotRecovered::Untouched(m)) = c.readable() {
+        return Outcome::Left(m);
+    }
+    let pid = c.pid;
+    match c.recover(&c.log()) {
+        Ok(done) => Outcome::Recovered(done),
+        Err(NotRecovered::Failed(m)) => {
+            c.remove();
+            Outcome::Removed(format!("{m}: pid {pid}'s records are lost"))
+        }
+        Err(NotRecovered::Untouched(m)) => Outcome::Left(m),
+        Err(NotRecovered::Running | NotRecovered::Nothing) => Outcome::Left(format!("{path}: left")),
+    }
+}
+
+/// The line that says what [`reclaim`] did with one file (`who` starts it: "shim", "shimlog").
+pub fn said(who: &str, path: &str, o: &Outcome) -> String {
+    match o {
+        Outcome::Recovered(done) if done.is_empty() => format!("{who}: {path}: recovered (its records were all in its log already); removed"),
+        Outcome::Recovered(done) => {
+            let logs: Vec<String> = done.iter().map(|r| format!("{} records in {} frames into {}", r.records, r.frames, r.log)).collect();
+            format!("{who}: {path}: recovered {}; removed", logs.join(", "))
+        }
+        Outcome::Removed(m) => format!("{who}: in-flight file removed: {m}"),
+        Outcome::Left(m) => format!("{who}: left alone: {m}"),
+    }
+}

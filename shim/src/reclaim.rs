@@ -1,0 +1,80 @@
+//! Dead processes' in-flight files, recovered into their logs by a process that starts
+//! (recorder::reclaim does the work; this is when and where). A crash loop would otherwise
+//! leave every dead process's buffers in tmpfs (RAM) until someone reads its log.
+//!
+//! Off the program's path: the recorder thread starts a thread of its own for it once the
+//! log is open (a raw pthread, internal as the recorder is: its allocations and zstd's pass
+//! straight to the backend, unrecorded), at nice 10, so that neither the program's threads
+//! nor the recorder's draining ever wait for a recovery. It handles the oldest dead files
+//! first: at most [`BURST`] at once, then, while the dead files together take more than
+//! SHIM_INFLIGHT_MAX, [`PER_SECOND`] a second up to [`OVER_CAP`] for this start. A file
+//! whose log is gone or cannot be written is removed, with one line on stderr. Fork
+//! children do not do it (their parent did), nor does a process with SHIM_INFLIGHT_MAX=off.
+//! Nothing it meets stops the program: every failure is a file left or removed, said.
+use crate::shared::{self, say, G};
+use crate::tls;
+use core::sync::atomic::Ordering::Acquire;
+use recorder::reclaim::{self, Outcome};
+
+/// Files handled at once, at start.
+pub const BURST: usize = 8;
+/// Files a second after the burst, while over the cap.
+pub const PER_SECOND: u64 = 8;
+/// Files at most per start, however far over the cap.
+pub const OVER_CAP: usize = 64;
+
+/// Starts the reclaiming thread (from the recorder thread, once the log is open).
+pub fn start() {
+    let g = G.get();
+    if g.forked || g.inflight_max.is_none() || !g.crash_safe {
+        return;
+    }
+    unsafe {
+        let mut th: libc::pthread_t = 0;
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        // Nothing is lost when it cannot start: the next process will do it.
+        let _ = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+    }
+}
+
+extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
+    tls::get().busy = 1;
+    // This thread only (a thread id is a PRIO_PROCESS target on Linux).
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+    run();
+    core::ptr::null_mut()
+}
+
+fn run() {
+    let g = G.get();
+    let Some(cap) = g.inflight_max else { return };
+    let dir = recorder::inflight::user_dir(&g.inflight_base);
+    let Ok((todo, _)) = reclaim::plan(&dir, cap, BURST, OVER_CAP) else { return };
+    for (i, e) in todo.iter().enumerate() {
+        if i >= BURST && !pause(1_000_000_000 / PER_SECOND) {
+            return;
+        }
+        if shared::SHUTDOWN.load(Acquire) {
+            return;
+        }
+        let o = reclaim::reclaim(&e.path);
+        if let Outcome::Removed(_) = o {
+            say(&reclaim::said("shim", &e.path, &o));
+        }
+    }
+}
+
+/// Sleeps `ns`, false when the process began its exit meanwhile.
+fn pause(ns: u64) -> bool {
+    let until = recorder::clock::mono_ns() + ns;
+    while recorder::clock::mono_ns() < until {
+        if shared::SHUTDOWN.load(Acquire) {
+            return false;
+        }
+        unsafe { libc::usleep(10_000) };
+    }
+    !shared::SHUTDOWN.load(Acquire)
+}

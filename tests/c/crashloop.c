@@ -1,0 +1,65 @@
+/* A program for the crash-loop tests (itest/tests/crash_loop.rs): a canary that keeps
+ * dying, and processes that live beside it.
+ *
+ *   crashloop abort ROUNDS   ROUNDS rounds of 100 malloc/free calls, 1 ms apart, then
+ *                            "calls N" (every call made) and abort()
+ *   crashloop live MS        rounds of 100 calls, 1 ms apart, for MS milliseconds, then
+ *                            "calls N" and exit(0)
+ *
+ * Calls are counted as the log records them: every malloc, and every free of a block
+ * (free(NULL) is not recorded).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned long calls;
+static void *keep[100];
+
+static void round_of_calls(int round) {
+    for (int i = 0; i < 100; i++) {
+        if (keep[i]) {
+            free(keep[i]);
+            calls++;
+        }
+        keep[i] = malloc(16 + (size_t)(round * 13 + i * 7) % 3000);
+        calls++;
+    }
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: crashloop abort ROUNDS | live MS\n");
+        return 2;
+    }
+    long n = atol(argv[2]);
+    if (strcmp(argv[1], "abort") == 0) {
+        for (int r = 0; r < n; r++) {
+            round_of_calls(r);
+            usleep(1000);
+        }
+        printf("calls %lu\n", calls);
+        fflush(stdout);
+        abort();
+    }
+    if (strcmp(argv[1], "live") == 0) {
+        double end = now_ms() + (double)n;
+        for (int r = 0; now_ms() < end; r++) {
+            round_of_calls(r);
+            usleep(1000);
+        }
+        printf("calls %lu\n", calls);
+        fflush(stdout);
+        return 0;
+    }
+    fprintf(stderr, "crashloop: unknown mode %s\n", argv[1]);
+    return 2;
+}
