@@ -110,7 +110,8 @@ impl Output {
 }
 
 /// A command to run, without environment from the test process that could change the
-/// shim's behaviour (SHIM_*, LD_PRELOAD, MALLOC_CONF, MIMALLOC_*).
+/// shim's behaviour (SHIM_*, LD_PRELOAD, MALLOC_CONF, MIMALLOC_*), its in-flight files (and
+/// shimlog's `recover --all`) in this test binary's own directory ([`inflight_base`]).
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new(program);
     for (k, _) in std::env::vars_os() {
@@ -124,6 +125,8 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
             c.env_remove(k);
         }
     }
+    // In-flight files in this test binary's own directory, never the user's.
+    c.env("SHIM_INFLIGHT_DIR", inflight_base());
     c
 }
 
@@ -223,6 +226,46 @@ pub fn preload(cmd: &mut Command, backend: &str, dir: &Path) {
     cmd.env("LD_PRELOAD", shim_lib())
         .env("SHIM_BACKEND", backend)
         .env("SHIM_LOG", dir.join("%e.%p.shimlog"));
+}
+
+/// A directory on tmpfs for the in-flight files of the programs this test binary runs
+/// (`SHIM_INFLIGHT_DIR`; the shim makes `shim-UID` in it), so that the tests never touch the
+/// user's own in-flight files in /dev/shm, nor reclaim another run's. Made once per test
+/// binary as `/dev/shm/itest-inflight-PID`; those of test binaries no longer running are
+/// removed. Fails naming what is missing when /dev/shm is not a tmpfs.
+pub fn inflight_base() -> PathBuf {
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let shm = Path::new("/dev/shm");
+        assert!(is_tmpfs(shm), "/dev/shm is not a tmpfs: the in-flight tests need one");
+        if let Ok(rd) = std::fs::read_dir(shm) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_prefix("itest-inflight-").and_then(|p| p.parse::<i32>().ok()) else { continue };
+                if unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let p = shm.join(format!("itest-inflight-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("cannot make {}: {e}", p.display()));
+        p
+    })
+    .clone()
+}
+
+/// A fresh directory on tmpfs (/dev/shm) of the test's own, removed when dropped: a private
+/// `SHIM_INFLIGHT_DIR`. Fails naming what is missing when /dev/shm is not a tmpfs.
+pub fn private_inflight_base() -> TempDir {
+    let shm = Path::new("/dev/shm");
+    assert!(is_tmpfs(shm), "/dev/shm is not a tmpfs: the in-flight tests need one");
+    tempfile::Builder::new().prefix("itest-inflight-private-").tempdir_in(shm).expect("tempdir in /dev/shm")
+}
+
+fn is_tmpfs(p: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(p.to_string_lossy().as_bytes()) else { return false };
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::TMPFS_MAGIC }
 }
 
 /// A program of tests/ownalloc or workloads/validator, as `make ownalloc` builds them into

@@ -4,6 +4,10 @@
 //! the process ended. Also: a clean exit leaves no in-flight file and records its status,
 //! a real `git log | head -1` keeps its events, and a shell's forked subshells' frees of
 //! inherited blocks are matched to the parent's.
+//!
+//! Every process here runs with SHIM_INFLIGHT_MAX=off: the tests run side by side, and one
+//! test's program starting must not recover another test's dead process before that test
+//! looks at its in-flight file (tests/crash_loop.rs tests the recovery at start).
 use itest::*;
 use recorder::{Ending, LogReader};
 use std::io::{BufRead, BufReader};
@@ -15,6 +19,7 @@ fn start(backend: &str, mode: &str, dir: &Path, setup: impl Fn(&mut std::process
     let mut c = command(cprog("crash"));
     c.arg(mode);
     preload(&mut c, backend, dir);
+    c.env("SHIM_INFLIGHT_MAX", "off");
     setup(&mut c);
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     c.spawn().expect("start crash")
@@ -158,7 +163,8 @@ fn clean_exit_says_its_status_and_leaves_no_inflight_file() {
         assert_eq!(status.code(), Some(7), "{b}");
         let log = log_of(dir.path(), pid);
         let inflight = recorder::recover::inflight_of(log.to_str().unwrap());
-        assert!(inflight.starts_with("/dev/shm/shim-") || !Path::new("/dev/shm").exists(), "{b}: in-flight file at {inflight}");
+        let base = inflight_base().join("shim-");
+        assert!(inflight.starts_with(base.to_str().unwrap()), "{b}: in-flight file at {inflight}");
         assert!(!Path::new(&inflight).exists(), "{b}: in-flight file left at {inflight}");
         let r = LogReader::open(log.to_str().unwrap()).unwrap();
         assert_eq!(r.ending, Ending::Exit { call: "exit", status: 7 }, "{b}");
@@ -246,6 +252,7 @@ fn git_log_piped_into_head() {
         let mut c = command("git");
         c.arg("-C").arg(&root).args(["log", "--stat"]);
         preload(&mut c, b, dir.path());
+        c.env("SHIM_INFLIGHT_MAX", "off");
         c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = c.spawn().expect("start git");
         let mut first = String::new();
@@ -274,6 +281,7 @@ fn shell_subshells_free_inherited_blocks() {
     for b in BACKENDS {
         let t = run_traced(b, || {
             let mut c = command("bash");
+            c.env("SHIM_INFLIGHT_MAX", "off");
             c.arg("-c").arg("x=$(echo b); for i in 1 2 3 4; do ( y=$i$x; : ); done; v=$(for j in 1 2; do echo $j; done)");
             c
         });
