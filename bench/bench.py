@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backends  # noqa: E402
 import columns  # noqa: E402
 import idle  # noqa: E402
+import inflight  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
 import fidelity  # noqa: E402
@@ -365,6 +366,8 @@ def full():
     columns.write(columns.measure(smoke=False))
     say("the recorder when the program is idle (bench/idle.py)")
     idle.write(idle.measure(smoke=False))
+    say("dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)")
+    inflight.write(inflight.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -417,7 +420,8 @@ def smoke():
         say(f"fidelity smoke failed: {e}")
     # The scripts that write a section of their own, once at their smoke sizes.
     for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads),
-                      ("columnar frames", columns), ("the idle recorder", idle)):
+                      ("columnar frames", columns), ("the idle recorder", idle),
+                      ("dead in-flight files", inflight)):
         n += 1
         try:
             mod.measure(smoke=True)

@@ -65,7 +65,7 @@ fn two_hundred_crashes_stay_under_the_cap_and_every_log_is_whole() {
     let mut most = 0;
     let start = Instant::now();
     for i in 0..200 {
-        let out = run(canary(&["abort", "20"], logs.path(), base.path(), "4M", "glibc"));
+        let out = run(canary(&["abort", "30"], logs.path(), base.path(), "4M", "glibc"));
         assert!(died_of_abort(&out), "run {i}: ended with {}\nstderr:\n{}", out.status, out.stderr);
         assert!(!out.stderr.contains("in-flight file removed"), "run {i}: a file was removed although every log is there:\n{}", out.stderr);
         runs.push((out.pid, calls(&out)));

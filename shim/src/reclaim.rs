@@ -5,7 +5,8 @@
 //! Off the program's path: the recorder thread starts a thread of its own for it once the
 //! log is open (a raw pthread, internal as the recorder is: its allocations and zstd's pass
 //! straight to the backend, unrecorded), at nice 10, so that neither the program's threads
-//! nor the recorder's draining ever wait for a recovery. It handles the oldest dead files
+//! nor the recorder's draining ever wait for a recovery; it begins [`START_AFTER_NS`] after
+//! the process's start (a process that ends before does nothing). It handles the oldest dead files
 //! first: at most [`BURST`] at once, then, while the dead files together take more than
 //! SHIM_INFLIGHT_MAX, [`PER_SECOND`] a second up to [`OVER_CAP`] for this start. A file
 //! whose log is gone or cannot be written is removed, with one line on stderr. Fork
@@ -16,6 +17,8 @@ use crate::tls;
 use core::sync::atomic::Ordering::Acquire;
 use recorder::reclaim::{self, Outcome};
 
+/// How long after the process's start the thread begins (10 ms).
+pub const START_AFTER_NS: u64 = 10_000_000;
 /// Files handled at once, at start.
 pub const BURST: usize = 8;
 /// Files a second after the burst, while over the cap.
@@ -51,6 +54,12 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
 fn run() {
     let g = G.get();
     let Some(cap) = g.inflight_max else { return };
+    // Not during the program's first moments: a short-lived command (a shell's, a build's)
+    // ends before and pays nothing, and a longer one's start-up is not competed with.
+    let age = recorder::clock::mono_ns().saturating_sub(g.p0.mono_ns);
+    if !pause(START_AFTER_NS.saturating_sub(age)) {
+        return;
+    }
     let dir = recorder::inflight::user_dir(&g.inflight_base);
     let Ok((todo, _)) = reclaim::plan(&dir, cap, BURST, OVER_CAP) else { return };
     for (i, e) in todo.iter().enumerate() {
@@ -70,11 +79,15 @@ fn run() {
 /// Sleeps `ns`, false when the process began its exit meanwhile.
 fn pause(ns: u64) -> bool {
     let until = recorder::clock::mono_ns() + ns;
-    while recorder::clock::mono_ns() < until {
+    loop {
+        let now = recorder::clock::mono_ns();
+        if now >= until {
+            break;
+        }
         if shared::SHUTDOWN.load(Acquire) {
             return false;
         }
-        unsafe { libc::usleep(10_000) };
+        unsafe { libc::usleep(((until - now) / 1000).min(10_000) as libc::c_uint) };
     }
     !shared::SHUTDOWN.load(Acquire)
 }
