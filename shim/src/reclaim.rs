@@ -10,7 +10,8 @@
 //! first: at most [`BURST`] at once, then, while the dead files together take more than
 //! SHIM_INFLIGHT_MAX, [`PER_SECOND`] a second up to [`OVER_CAP`] for this start. A file
 //! whose log is gone or cannot be written is removed, with one line on stderr. Fork
-//! children do not do it (their parent did), nor does a process with SHIM_INFLIGHT_MAX=off.
+//! children do not do it (their parent did), nor does a process with SHIM_INFLIGHT_MAX=off (or
+//! SHIM_TRACE=0: no recorder thread).
 //! Nothing it meets stops the program: every failure is a file left or removed, said.
 use crate::shared::{self, say, G};
 use crate::tls;
@@ -29,18 +30,11 @@ pub const OVER_CAP: usize = 64;
 /// Starts the reclaiming thread (from the recorder thread, once the log is open).
 pub fn start() {
     let g = G.get();
-    if g.forked || g.inflight_max.is_none() || !g.crash_safe {
+    if g.forked || g.inflight_max.is_none() {
         return;
     }
-    unsafe {
-        let mut th: libc::pthread_t = 0;
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        // Nothing is lost when it cannot start: the next process will do it.
-        let _ = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-    }
+    // Nothing is lost when it cannot start: the next process will do it.
+    let _ = shared::spawn_detached(entry);
 }
 
 extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {

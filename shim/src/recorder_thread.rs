@@ -19,24 +19,15 @@ use recorder::window_event::{
 };
 use recorder::{clock, Op};
 
-/// Starts the recorder with a raw pthread (std's spawn would register TLS destructors and
-/// allocate on the new thread before it could mark itself internal).
+/// Starts the recorder with a raw pthread (shared::spawn_detached).
 pub fn start() {
-    unsafe {
-        let mut th: libc::pthread_t = 0;
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        // Running from now on, as far as the final flush is concerned: it must wait for a
-        // recorder that has not been scheduled yet.
-        shared::RECORDER_RUNNING.store(true, Release);
-        let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        if rc != 0 {
-            shared::RECORDER_RUNNING.store(false, Release);
-            say("shim: cannot start the recorder thread; the program runs without recording");
-            halt_all();
-        }
+    // Running from now on, as far as the final flush is concerned: it must wait for a
+    // recorder that has not been scheduled yet.
+    shared::RECORDER_RUNNING.store(true, Release);
+    if !shared::spawn_detached(entry) {
+        shared::RECORDER_RUNNING.store(false, Release);
+        say("shim: cannot start the recorder thread; the program runs without recording");
+        halt_all();
     }
 }
 

@@ -143,3 +143,17 @@ pub fn membarrier() -> bool {
         false
     }
 }
+
+/// Starts `entry` on a detached raw pthread (std's spawn would register TLS destructors and
+/// allocate on the new thread before it could mark itself internal). False when it could not.
+pub fn spawn_detached(entry: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void) -> bool {
+    unsafe {
+        let mut th: libc::pthread_t = 0;
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let rc = libc::pthread_create(&mut th, &attr, entry, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        rc == 0
+    }
+}
