@@ -111,7 +111,8 @@ impl Output {
 
 /// A command to run, without environment from the test process that could change the
 /// shim's behaviour (SHIM_*, LD_PRELOAD, MALLOC_CONF, MIMALLOC_*), its in-flight files (and
-/// shimlog's `recover --all`) in this test binary's own directory ([`inflight_base`]).
+/// shimlog's `recover --all`) in this test binary's own directory ([`inflight_base`]), with
+/// SHIM_INFLIGHT_MAX=off.
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new(program);
     for (k, _) in std::env::vars_os() {
@@ -125,8 +126,11 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
             c.env_remove(k);
         }
     }
-    // In-flight files in this test binary's own directory, never the user's.
-    c.env("SHIM_INFLIGHT_DIR", inflight_base());
+    // In-flight files in this test binary's own directory, never the user's; and no program
+    // recovers another's (tests run side by side: a test's dead process must stay as it left
+    // it, and a recovery's line on stderr must not land in another test's output). The tests
+    // of reclaiming (crash_loop.rs) set SHIM_INFLIGHT_MAX themselves.
+    c.env("SHIM_INFLIGHT_DIR", inflight_base()).env("SHIM_INFLIGHT_MAX", "off");
     c
 }
 

@@ -5,9 +5,9 @@
 //! a real `git log | head -1` keeps its events, and a shell's forked subshells' frees of
 //! inherited blocks are matched to the parent's.
 //!
-//! Every process here runs with SHIM_INFLIGHT_MAX=off: the tests run side by side, and one
-//! test's program starting must not recover another test's dead process before that test
-//! looks at its in-flight file (tests/crash_loop.rs tests the recovery at start).
+//! Every process here runs with SHIM_INFLIGHT_MAX=off (itest's `command`): one test's program
+//! starting must not recover another test's dead process before that test looks at its
+//! in-flight file (tests/crash_loop.rs tests the recovery at start).
 use itest::*;
 use recorder::{Ending, LogReader};
 use std::io::{BufRead, BufReader};
@@ -19,7 +19,6 @@ fn start(backend: &str, mode: &str, dir: &Path, setup: impl Fn(&mut std::process
     let mut c = command(cprog("crash"));
     c.arg(mode);
     preload(&mut c, backend, dir);
-    c.env("SHIM_INFLIGHT_MAX", "off");
     setup(&mut c);
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     c.spawn().expect("start crash")
@@ -252,7 +251,6 @@ fn git_log_piped_into_head() {
         let mut c = command("git");
         c.arg("-C").arg(&root).args(["log", "--stat"]);
         preload(&mut c, b, dir.path());
-        c.env("SHIM_INFLIGHT_MAX", "off");
         c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = c.spawn().expect("start git");
         let mut first = String::new();
@@ -281,7 +279,6 @@ fn shell_subshells_free_inherited_blocks() {
     for b in BACKENDS {
         let t = run_traced(b, || {
             let mut c = command("bash");
-            c.env("SHIM_INFLIGHT_MAX", "off");
             c.arg("-c").arg("x=$(echo b); for i in 1 2 3 4; do ( y=$i$x; : ); done; v=$(for j in 1 2; do echo $j; done)");
             c
         });

@@ -10,13 +10,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `crashloop ARGS` under the shim (glibc unless `backend`), logs in `logs`, in-flight files
-/// under `base`, SHIM_INFLIGHT_MAX=`max`.
+/// `crashloop ARGS` under the shim with `backend`, logs in `logs`, in-flight files under
+/// `base`, SHIM_INFLIGHT_MAX=`max` (unset: the shim's default, when `max` is empty).
 fn canary(args: &[&str], logs: &Path, base: &Path, max: &str, backend: &str) -> Command {
     let mut c = command(cprog("crashloop"));
     c.args(args);
     preload(&mut c, backend, logs);
-    c.env("SHIM_INFLIGHT_DIR", base).env("SHIM_INFLIGHT_MAX", max);
+    c.env("SHIM_INFLIGHT_DIR", base);
+    match max {
+        "" => c.env_remove("SHIM_INFLIGHT_MAX"),
+        m => c.env("SHIM_INFLIGHT_MAX", m),
+    };
     c
 }
 
@@ -185,7 +189,8 @@ fn a_dead_process_whose_log_is_gone_has_its_file_removed_with_one_line() {
     let dead = dead_files(1, logs.path(), base.path());
     let (log, file) = &dead[0];
     std::fs::remove_file(log).unwrap();
-    let out = run(canary(&["live", "300"], logs.path(), base.path(), "64M", "glibc"));
+    // The default SHIM_INFLIGHT_MAX: reclaiming is on unless turned off.
+    let out = run(canary(&["live", "300"], logs.path(), base.path(), "", "glibc"));
     out.assert_success("the process that reclaims");
     assert!(!Path::new(file).exists(), "{file}: still there");
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("in-flight")).collect();

@@ -263,6 +263,11 @@ fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, 
     let r = LogReader::open(path)?;
     let written: HashSet<(u32, u64)> = r.frames.iter().map(|f| (f.h.stream, f.h.first_ticks)).collect();
     bufs.retain(|b| !written.contains(&(b.stream, b.first_ticks)));
+    if bufs.is_empty() && matches!(r.ending, crate::Ending::Recovered { .. }) {
+        // A recovery that was cut off after its last write (its process ended before it
+        // removed the file): everything is in the log already, its end record too.
+        return Ok(Recovered { log: path.to_string(), ..Default::default() });
+    }
     bufs.sort_by_key(|b| (b.stream, b.first_ticks));
     let whole = r
         .frames

@@ -39,8 +39,14 @@ pub fn start() {
 
 extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     tls::get().busy = 1;
-    // This thread only (a thread id is a PRIO_PROCESS target on Linux).
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+    unsafe {
+        // The program's signals go to the program's threads, never to this one.
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
+        // This thread only (a thread id is a PRIO_PROCESS target on Linux).
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+    }
     run();
     core::ptr::null_mut()
 }
