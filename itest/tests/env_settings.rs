@@ -48,6 +48,8 @@ fn unknown_values_print_one_line_and_run_on_the_default() {
         ("SHIM_TIMING", "often", &["all", "none"][..]),
         ("SHIM_ON_FULL", "explode", &["block", "drop"][..]),
         ("SHIM_ZSTD_LEVEL", "0", &["1 to 19", "-1 to -7"][..]),
+        ("SHIM_INFLIGHT_MAX", "lots", &["64M", "off", "using 64M"][..]),
+        ("SHIM_INFLIGHT_DIR", "shm", &["absolute path", "/dev/shm"][..]),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let mut c = counts_cmd();
