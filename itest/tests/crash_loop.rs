@@ -236,3 +236,36 @@ fn shimlog_recover_all_recovers_and_removes_by_hand() {
     out.assert_success("shimlog recover LOG");
     assert!(out.stdout_str().contains("nothing to recover"), "{}", out.stdout_str());
 }
+
+/// The reclaiming thread at work while the program allocates and forks (with glibc's and
+/// jemalloc's fork handlers): both processes run on, their logs hold exactly their calls, and
+/// the parent recovered the 8 oldest dead files (a fork child reclaims nothing).
+#[test]
+fn reclaiming_beside_a_fork() {
+    for b in ["glibc", "jemalloc"] {
+        let base = private_inflight_base();
+        let logs = tempfile::tempdir().unwrap();
+        let dead = dead_files(12, logs.path(), base.path());
+        let out = run(canary(&["fork", "600"], logs.path(), base.path(), "", b));
+        out.assert_success(&format!("{b}: crashloop fork"));
+        let text = out.stdout_str();
+        let child_line = text.lines().find(|l| l.starts_with("child ")).unwrap_or_else(|| panic!("{b}: {text}"));
+        let mut w = child_line.split_whitespace();
+        let child: u32 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
+        let child_calls: u64 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
+        for (pid, n) in [(out.pid, calls(&out)), (child, child_calls)] {
+            let log = log_of(logs.path(), pid);
+            let r = LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{b}: {}: {e}", log.display()));
+            assert_eq!(r.ending, Ending::Exit { call: "exit", status: 0 }, "{b}: {}", log.display());
+            let got = r.events().filter(|e| e.op.is_alloc_family()).count() as u64;
+            assert!(got >= n && got <= n + RUNTIME_SLACK, "{b}: {}: {got} calls logged, the program made {n}", log.display());
+        }
+        let left: Vec<String> = inflight_files(base.path()).into_iter().map(|f| f.0).collect();
+        let newest: Vec<String> = dead[8..].iter().map(|d| d.1.clone()).collect();
+        assert_eq!(left, newest, "{b}: not the 8 oldest recovered");
+        for (log, _) in &dead[..8] {
+            let r = LogReader::open(log.to_str().unwrap()).unwrap();
+            assert!(matches!(r.ending, Ending::Recovered { .. }), "{b}: {}: {:?}", log.display(), r.ending);
+        }
+    }
+}

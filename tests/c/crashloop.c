@@ -5,6 +5,10 @@
  *                            "calls N" (every call made) and abort()
  *   crashloop live MS        rounds of 100 calls, 1 ms apart, for MS milliseconds, then
  *                            "calls N" and exit(0)
+ *   crashloop fork MS        as live, forking once after 20 ms (while the shim's start-up
+ *                            work may run): the child goes on as live, then prints
+ *                            "child PID calls N" and exits 0; the parent waits for it and
+ *                            prints "calls N" (its own) only when the child exited 0
  *
  * Calls are counted as the log records them: every malloc, and every free of a block
  * (free(NULL) is not recorded).
@@ -12,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +42,7 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: crashloop abort ROUNDS | live MS\n");
+        fprintf(stderr, "usage: crashloop abort ROUNDS | live MS | fork MS\n");
         return 2;
     }
     long n = atol(argv[2]);
@@ -50,11 +55,33 @@ int main(int argc, char **argv) {
         fflush(stdout);
         abort();
     }
-    if (strcmp(argv[1], "live") == 0) {
-        double end = now_ms() + (double)n;
+    int forking = strcmp(argv[1], "fork") == 0;
+    if (strcmp(argv[1], "live") == 0 || forking) {
+        double start = now_ms(), end = start + (double)n;
+        pid_t child = 0;
         for (int r = 0; now_ms() < end; r++) {
+            if (forking && child == 0 && now_ms() - start >= 20) {
+                fflush(stdout);
+                child = fork();
+                if (child < 0) return 5;
+                if (child == 0) {
+                    /* The child's log holds its own calls only: count afresh. */
+                    forking = 0;
+                    calls = 0;
+                    child = -1;
+                }
+            }
             round_of_calls(r);
             usleep(1000);
+        }
+        if (child == -1) {
+            printf("child %d calls %lu\n", (int)getpid(), calls);
+            fflush(stdout);
+            return 0;
+        }
+        if (child > 0) {
+            int st = 0;
+            if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) return 6;
         }
         printf("calls %lu\n", calls);
         fflush(stdout);
