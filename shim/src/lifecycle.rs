@@ -12,6 +12,7 @@ extern "C" fn constructor() {
     t.busy += 1;
     init::ensure_init();
     // Before the recorder thread starts: patching needs the process to have one thread.
+    // (Done already, at the first call, when the program links an allocator library.)
     crate::patch::install(init::choice(), state::tracing());
     if state::tracing() {
         init::rewrite_header();

@@ -151,14 +151,17 @@ pub fn scan() -> Scan {
         }
         let is_exe = i == 0;
         let mut found = families(&syms, &path, is_exe);
-        for f in found.iter_mut().filter(|f| !f.unhandled.is_empty()) {
+        // A library's exported functions are all the program can reach of it (its .dynsym,
+        // which stripping never removes, lists them), so every unhandled one counts; in the
+        // executable, only those its own code calls.
+        for f in found.iter_mut().filter(|f| is_exe && !f.unhandled.is_empty()) {
             let targets: Vec<(usize, String)> =
                 f.unhandled.iter().filter_map(|n| syms.get(n).map(|s| (s.addr, n.clone()))).collect();
             f.unhandled = called_from_outside(&file, bias, &targets, "mi_");
         }
-        if !has_symtab {
-            // Stripped: .dynsym shows only what the file exports, and an allocator's other
-            // entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
+        if !has_symtab && is_exe {
+            // A stripped executable: .dynsym shows only what it exports, and an allocator's
+            // other entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
             // Patching part of it is unsafe: it is left alone, and said so.
             if let Some(name) = found.first().map(|f| f.name).or_else(|| marker(&file)) {
                 out.stripped.push((path.clone(), name));
@@ -257,7 +260,8 @@ fn families(syms: &HashMap<String, Sym>, path: &str, is_exe: bool) -> Vec<Family
 }
 
 /// The entries of `tables` that the file defines, one per address. In a library, the
-/// standard and C++ names are left out: LD_PRELOAD already comes before them.
+/// standard C names are left out: the shim's own exports come before them in the lookup order
+/// (and forward to them in `own` mode). Its C++ operators stay: the shim defines none.
 fn family(
     name: &'static str,
     prefix: &str,
@@ -269,7 +273,7 @@ fn family(
     let mut by_addr: HashMap<usize, Entry> = HashMap::new();
     let mut problem = None;
     for &(table, p) in tables {
-        let preloadable = p.is_empty() && (core::ptr::eq(table, STANDARD) || core::ptr::eq(table, CXX));
+        let preloadable = p.is_empty() && core::ptr::eq(table, STANDARD);
         if preloadable && !is_exe {
             continue;
         }

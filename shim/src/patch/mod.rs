@@ -40,18 +40,26 @@ pub fn early(choice: Choice) {
     }
 }
 
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Finds the program's own allocators and patches them: recorded in place (`Unset`, `Own`),
-/// or served by the backend (`Switch`). `trace`: recording is on.
-pub fn install(choice: Choice, trace: bool) {
+/// or served by the backend (`Switch`). `trace`: recording is on. Runs once (at the first
+/// call when the program links an allocator library, whose standard names must be settled
+/// before the first allocation; else from the constructor); returns the backend the
+/// program's allocators were switched to, if they were.
+pub fn install(choice: Choice, trace: bool) -> Option<Backend> {
+    if INSTALLED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
-        return;
+        return None;
     }
     let switch_to = match choice {
         Choice::Switch(b) => Some(b),
         _ => None,
     };
     if !trace && switch_to.is_none() {
-        return; // nothing to record and nothing to switch: no reason to touch the program
+        return None; // nothing to record and nothing to switch: no reason to touch the program
     }
     let scan = detect::scan();
     if let Some((file, fam)) = scan.stripped.first() {
@@ -62,7 +70,7 @@ pub fn install(choice: Choice, trace: bool) {
     if scan.families.is_empty() {
         // SHIM_BACKEND=own in a program without an allocator of its own (a shell script's
         // children, say) is no mistake: glibc serves it, as it would without the shim.
-        return;
+        return None;
     }
     let done = patch_all(&scan.families, switch_to);
     let report: Vec<OwnAllocator> = scan
@@ -90,6 +98,7 @@ pub fn install(choice: Choice, trace: bool) {
         })
         .collect();
     let _ = REPORT.set(report);
+    done.ok().flatten()
 }
 
 /// Patches every family; Ok(backend it was switched to, if any), or why nothing was.
