@@ -130,8 +130,31 @@ struct Sym {
 pub fn scan() -> Scan {
     let mut out = Scan::default();
     for (i, (path, bias)) in loaded_objects().into_iter().enumerate() {
-        let Some(m) = Mapped::open(&path) else { continue };
-        let Ok(file) = object::File::parse(m.bytes()) else { continue };
+        scan_file(&mut out, &path, bias, i == 0);
+    }
+    out
+}
+
+/// The paths of the loaded objects (the executable first), for telling later which are new.
+pub fn loaded_paths() -> Vec<String> {
+    loaded_objects().into_iter().map(|(p, _)| p).collect()
+}
+
+/// Scans the loaded library at `path` (one loaded after start-up).
+pub fn scan_library(path: &str) -> Scan {
+    let mut out = Scan::default();
+    if let Some((_, bias)) = loaded_objects().into_iter().find(|(p, _)| p == path) {
+        scan_file(&mut out, path, bias, false);
+    }
+    out
+}
+
+/// Adds what one loaded file defines to `out`.
+fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
+    let path = path.to_string();
+    {
+        let Some(m) = Mapped::open(&path) else { return };
+        let Ok(file) = object::File::parse(m.bytes()) else { return };
         let mut syms: HashMap<String, Sym> = HashMap::new();
         let has_symtab = file.section_by_name(".symtab").is_some();
         for s in file.symbols().chain(file.dynamic_symbols()) {
@@ -149,7 +172,6 @@ pub fn scan() -> Scan {
             }
             syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
         }
-        let is_exe = i == 0;
         let mut found = families(&syms, &path, is_exe);
         // A library's exported functions are all the program can reach of it (its .dynsym,
         // which stripping never removes, lists them), so every unhandled one counts; in the
@@ -166,11 +188,10 @@ pub fn scan() -> Scan {
             if let Some(name) = found.first().map(|f| f.name).or_else(|| marker(&file)) {
                 out.stripped.push((path.clone(), name));
             }
-            continue;
+            return;
         }
         out.families.extend(found);
     }
-    out
 }
 
 /// Whether `name` can be one of the entry points of entries.rs's tables under any prefix

@@ -7,7 +7,8 @@
 //! - `entries`: the entry points by name and what each does;
 //! - `hook`: the x86-64 patch (a jump to a wrapper, the original kept callable);
 //! - `wrappers`: what a patched entry point runs, recorded or switched;
-//! - `owner`: which allocator a block belongs to once switched.
+//! - `owner`: which allocator a block belongs to once switched;
+//! - `later`: libraries loaded with dlopen after start-up, named when they bring an allocator.
 //!
 //! All entry points of every allocator found are patched, or none: whatever cannot be
 //! patched safely leaves the program running exactly as it would without the shim, with one
@@ -15,6 +16,7 @@
 mod detect;
 mod entries;
 mod hook;
+pub mod later;
 pub mod owner;
 mod wrappers;
 
