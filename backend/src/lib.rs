@@ -300,3 +300,64 @@ unsafe impl core::alloc::GlobalAlloc for BackendAlloc {
         }
     }
 }
+
+/// One backend's primitives chosen at compile time (`B` is a [`Backend`] as `u8`), with no
+/// dispatch on the way: for the shim's switched entry points when nothing is recorded, whose
+/// hook jumps to a copy made for the backend in use.
+pub mod direct {
+    use super::*;
+
+    macro_rules! direct {
+        ($b:ident, $f:ident($($a:expr),*)) => {
+            match $b {
+                1 => jemalloc::$f($($a),*),
+                2 => mimalloc::$f($($a),*),
+                3 => tcmalloc::$f($($a),*),
+                4 => snmalloc::$f($($a),*),
+                5 => rpmalloc::$f($($a),*),
+                6 => own::$f($($a),*),
+                _ => glibc::$f($($a),*),
+            }
+        };
+    }
+
+    /// # Safety
+    /// As C `malloc`.
+    #[inline(always)]
+    pub unsafe fn malloc<const B: u8>(size: usize) -> *mut c_void {
+        unsafe { direct!(B, malloc(size)) }
+    }
+    /// # Safety
+    /// As C `calloc`; the caller has checked `n * size` for overflow.
+    #[inline(always)]
+    pub unsafe fn calloc<const B: u8>(n: usize, size: usize) -> *mut c_void {
+        unsafe { direct!(B, calloc(n, size)) }
+    }
+    /// # Safety
+    /// As C `realloc` with a non-null `p` and a non-zero `size`.
+    #[inline(always)]
+    pub unsafe fn realloc<const B: u8>(p: *mut c_void, size: usize) -> *mut c_void {
+        unsafe { direct!(B, realloc(p, size)) }
+    }
+    /// # Safety
+    /// As C `free` with a non-null `p` from this backend.
+    #[inline(always)]
+    pub unsafe fn free<const B: u8>(p: *mut c_void) {
+        unsafe { direct!(B, free(p)) }
+    }
+    /// A free that names the block's size (and jemalloc's flags): jemalloc's `sdallocx`,
+    /// which skips the lookup of the size; a plain free for the others.
+    ///
+    /// # Safety
+    /// `p` non-null, from this backend, `size` within its usable size.
+    #[inline(always)]
+    pub unsafe fn free_sized<const B: u8>(p: *mut c_void, size: usize, flags: i32) {
+        unsafe {
+            if B == Backend::Jemalloc as u8 {
+                tikv_jemalloc_sys::sdallocx(p, size, flags)
+            } else {
+                direct!(B, free(p))
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! - `hook`: the x86-64 patch (a jump to a wrapper, the original kept callable);
 //! - `wrappers`: what a patched entry point runs, recorded or switched;
 //! - `owner`: which allocator a block belongs to once switched;
+//! - `native`: switched with nothing recorded, the busiest entry points call the backend directly;
 //! - `later`: libraries loaded with dlopen after start-up, named when they bring an allocator.
 //!
 //! All entry points of every allocator found are patched, or none: whatever cannot be
@@ -17,6 +18,7 @@ mod detect;
 mod entries;
 mod hook;
 pub mod later;
+mod native;
 pub mod owner;
 mod wrappers;
 
@@ -74,7 +76,7 @@ pub fn install(choice: Choice, trace: bool) -> Option<Backend> {
         // children, say) is no mistake: glibc serves it, as it would without the shim.
         return None;
     }
-    let done = patch_all(&scan.families, switch_to);
+    let done = patch_all(&scan.families, switch_to, trace);
     let report: Vec<OwnAllocator> = scan
         .families
         .iter()
@@ -104,7 +106,7 @@ pub fn install(choice: Choice, trace: bool) -> Option<Backend> {
 }
 
 /// Patches every family; Ok(backend it was switched to, if any), or why nothing was.
-fn patch_all(families: &[detect::Family], switch_to: Option<Backend>) -> Result<Option<Backend>, String> {
+fn patch_all(families: &[detect::Family], switch_to: Option<Backend>, trace: bool) -> Result<Option<Backend>, String> {
     let first = &families[0];
     let what = format!("{} brings its own {}", first.file, first.name);
     let fail = |why: String| {
@@ -149,7 +151,12 @@ fn patch_all(families: &[detect::Family], switch_to: Option<Backend>) -> Result<
                 return fail(format!("it has more than {} entry points like {}", wrappers::SLOTS, e.name));
             }
             next[e.kind as usize] += 1;
-            match hook::prepare(e.addr, e.size, wrappers::address(e.kind, slot), &mut tr) {
+            let target = match switch_to {
+                // Nothing will ever be recorded (SHIM_TRACE=0): straight to the backend.
+                Some(b) if !trace => native::address(&e.name, e.kind, slot, b),
+                _ => wrappers::address(e.kind, slot),
+            };
+            match hook::prepare(e.addr, e.size, target, &mut tr) {
                 Ok(h) => {
                     originals.push((e.kind, slot, h.original));
                     hooks.push(h);
