@@ -17,8 +17,9 @@ unsafe extern "C" {
     fn gnu_get_libc_version() -> *const core::ffi::c_char;
 }
 
-/// glibc exports no `__libc_malloc_usable_size`; the real one is found once with
-/// dlsym(RTLD_NEXT) (the shim's own `malloc_usable_size` comes first in the lookup order).
+/// glibc exports no `__libc_malloc_usable_size`; the real one is looked up in the C library
+/// itself (the shim's own `malloc_usable_size` comes first in the lookup order, and a
+/// program's allocator library, Debian's libjemalloc.so.2 for one, can come next).
 static USABLE: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn init() {
@@ -26,17 +27,100 @@ pub(crate) fn init() {
         entry(i);
     }
     if USABLE.load(Relaxed) == 0 {
-        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) };
-        let f = if f.is_null() {
-            unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc_usable_size".as_ptr()) }
-        } else {
-            f
-        };
-        USABLE.store(f as usize, Relaxed);
+        USABLE.store(libc_symbol(c"malloc_usable_size"), Relaxed);
     }
 }
 
-/// glibc's own entry points, found with dlsym(RTLD_NEXT): a program can define
+unsafe extern "C" {
+    fn dladdr1(addr: *const c_void, info: *mut libc::Dl_info, extra: *mut *mut c_void, flags: i32) -> i32;
+}
+const RTLD_DL_LINKMAP: i32 = 2;
+
+/// The C library's own definition of `name` (0: none), whatever the program or its other
+/// libraries define under the same name: dlsym(RTLD_NEXT) finds a program's allocator
+/// library first (Debian's libjemalloc.so.2 defines `malloc_usable_size`, gperftools' tcmalloc
+/// `__libc_malloc`), and dlvsym accepts their unversioned definitions for glibc's versioned
+/// names. So the name is looked up in libc's own dynamic symbol table through its GNU hash
+/// table, as the loader would; libc found from an address only it defines. Allocates nothing
+/// and takes no lock (dlsym on a handle would need dlopen, which allocates).
+pub fn libc_symbol(name: &core::ffi::CStr) -> usize {
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut map: *mut c_void = core::ptr::null_mut();
+    let here = gnu_get_libc_version as *const c_void;
+    if unsafe { dladdr1(here, &mut info, &mut map, RTLD_DL_LINKMAP) } == 0 || map.is_null() {
+        return 0;
+    }
+    // struct link_map's public head: l_addr, l_name, l_ld (the dynamic section).
+    let lm = map as *const usize;
+    let (base, dynamic) = unsafe { (*lm, *lm.add(2) as *const Dyn) };
+    unsafe { gnu_hash_lookup(base, dynamic, name.to_bytes()) }
+}
+
+/// Looks `name` up in the dynamic symbol table of the object loaded at `base` whose dynamic
+/// section is `dynamic`: its default (or only) definition's address, 0 if none.
+#[repr(C)]
+struct Dyn {
+    tag: i64,
+    val: u64,
+}
+
+unsafe fn gnu_hash_lookup(base: usize, dynamic: *const Dyn, name: &[u8]) -> usize {
+    const DT_STRTAB: u64 = 5;
+    const DT_SYMTAB: u64 = 6;
+    const DT_GNU_HASH: u64 = 0x6fff_fef5;
+    const DT_VERSYM: u64 = 0x6fff_fff0;
+    let (mut symtab, mut strtab, mut hash, mut versym) = (0usize, 0usize, 0usize, 0usize);
+    let mut d = dynamic;
+    unsafe {
+        while (*d).tag != 0 {
+            // The loader has relocated these in place where the section is writable (x86-64):
+            // an address below the load base is still an offset.
+            let v = (*d).val as usize;
+            let v = if v < base { base + v } else { v };
+            match (*d).tag as u64 {
+                DT_SYMTAB => symtab = v,
+                DT_STRTAB => strtab = v,
+                DT_GNU_HASH => hash = v,
+                DT_VERSYM => versym = v,
+                _ => {}
+            }
+            d = d.add(1);
+        }
+        if symtab == 0 || strtab == 0 || hash == 0 {
+            return 0;
+        }
+        let h = name.iter().fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(c as u32));
+        let words = hash as *const u32;
+        let (nbuckets, symoffset, bloom_size) = (*words, *words.add(1), *words.add(2));
+        if nbuckets == 0 {
+            return 0;
+        }
+        let buckets = words.add(4 + 2 * bloom_size as usize);
+        let chain = buckets.add(nbuckets as usize);
+        let mut i = *buckets.add((h % nbuckets) as usize);
+        if i < symoffset {
+            return 0;
+        }
+        loop {
+            let h2 = *chain.add((i - symoffset) as usize);
+            if h | 1 == h2 | 1 {
+                let sym = &*((symtab as *const libc::Elf64_Sym).add(i as usize));
+                let sname = core::ffi::CStr::from_ptr((strtab + sym.st_name as usize) as *const core::ffi::c_char);
+                // A hidden (non-default) version is an old ABI's, not the name's definition.
+                let hidden = versym != 0 && *(versym as *const u16).add(i as usize) & 0x8000 != 0;
+                if sname.to_bytes() == name && sym.st_shndx != 0 && !hidden {
+                    return base + sym.st_value as usize;
+                }
+            }
+            if h2 & 1 != 0 {
+                return 0;
+            }
+            i += 1;
+        }
+    }
+}
+
+/// glibc's own entry points, looked up in the C library: a program can define
 /// `__libc_malloc` and the like itself (gperftools' tcmalloc does, to catch glibc's internal
 /// calls), and a plain reference would bind to the program's.
 static FNS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
@@ -58,7 +142,7 @@ fn entry(i: usize) -> usize {
 #[inline(never)]
 fn resolve(i: usize) -> usize {
     let names = [c"__libc_malloc", c"__libc_calloc", c"__libc_realloc", c"__libc_free", c"__libc_memalign"];
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, names[i].as_ptr()) } as usize;
+    let f = libc_symbol(names[i]);
     let f = if f != 0 {
         f
     } else {

@@ -17,7 +17,7 @@ pub struct HeapInfo {
 /// None for glibc: the caller forwards to glibc's own function.
 pub fn heap_info(b: Backend) -> Option<HeapInfo> {
     match b {
-        Backend::Glibc => None,
+        Backend::Glibc | Backend::Own => None,
         Backend::Jemalloc => {
             let s = |k| crate::jemalloc::stat(k).unwrap_or(0) as usize;
             let (allocated, active, mapped, retained) =
@@ -60,7 +60,7 @@ pub fn heap_info(b: Backend) -> Option<HeapInfo> {
 /// Returns free memory to the system; None for glibc (forward). Some(true) if it tried.
 pub fn trim(b: Backend) -> Option<bool> {
     match b {
-        Backend::Glibc => None,
+        Backend::Glibc | Backend::Own => None,
         Backend::Jemalloc => {
             // MALLCTL_ARENAS_ALL is 4096 in jemalloc 5.
             let rc = unsafe {
@@ -90,7 +90,7 @@ pub fn trim(b: Backend) -> Option<bool> {
 /// Prints the backend's statistics on stderr; false for glibc (forward).
 pub fn print_stats(b: Backend) -> bool {
     match b {
-        Backend::Glibc => false,
+        Backend::Glibc | Backend::Own => false,
         Backend::Jemalloc => {
             unsafe { tikv_jemalloc_sys::malloc_stats_print(None, core::ptr::null_mut(), core::ptr::null()) };
             true

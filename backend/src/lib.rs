@@ -8,11 +8,12 @@
 //! `free`, `memalign`, `usable_size`); the C rules of `posix_memalign`, `aligned_alloc`,
 //! `valloc`, `pvalloc` and `reallocarray` are applied by the caller on top of them.
 
-mod glibc;
+pub mod glibc;
 pub mod introspect;
 mod jemalloc;
 pub use jemalloc::api as jemalloc_api;
 mod mimalloc;
+pub mod own;
 mod rpmalloc;
 mod snmalloc;
 pub mod stats;
@@ -43,6 +44,10 @@ pub enum Backend {
     Tcmalloc = 3,
     Snmalloc = 4,
     Rpmalloc = 5,
+    /// The program's own allocator library (libjemalloc.so, libtcmalloc_minimal.so...),
+    /// reached through its standard names: never a choice of its own (not in [`Backend::ALL`],
+    /// never parsed), selected with [`select_own`] when the program links one.
+    Own = 6,
 }
 
 impl Backend {
@@ -81,6 +86,7 @@ impl Backend {
             Backend::Tcmalloc => "tcmalloc",
             Backend::Snmalloc => "snmalloc",
             Backend::Rpmalloc => "rpmalloc",
+            Backend::Own => "own",
         }
     }
 
@@ -113,6 +119,7 @@ impl Backend {
             Backend::Tcmalloc => tcmalloc::version().to_string(),
             Backend::Snmalloc => snmalloc::version().to_string(),
             Backend::Rpmalloc => rpmalloc::version().to_string(),
+            Backend::Own => own::version(),
         }
     }
 
@@ -123,6 +130,7 @@ impl Backend {
             3 => Backend::Tcmalloc,
             4 => Backend::Snmalloc,
             5 => Backend::Rpmalloc,
+            6 => Backend::Own,
             _ => Backend::Glibc,
         }
     }
@@ -158,6 +166,17 @@ pub fn select(b: Backend) {
     SELECTED.store(b as u8, Relaxed);
 }
 
+/// Chooses the program's own allocator library (see [`own`]) for this process, as [`select`]
+/// does a backend. False, with nothing chosen, when the library lacks one of malloc, calloc,
+/// realloc or free.
+pub fn select_own() -> bool {
+    if !own::init() {
+        return false;
+    }
+    SELECTED.store(Backend::Own as u8, Relaxed);
+    true
+}
+
 /// The backend chosen by [`select`] (glibc until then).
 #[inline(always)]
 pub fn selected() -> Backend {
@@ -173,6 +192,7 @@ macro_rules! dispatch {
             Backend::Tcmalloc => tcmalloc::$f($($a),*),
             Backend::Snmalloc => snmalloc::$f($($a),*),
             Backend::Rpmalloc => rpmalloc::$f($($a),*),
+            Backend::Own => own::$f($($a),*),
         }
     };
 }
@@ -227,6 +247,7 @@ pub fn size_class(b: Backend, size: usize) -> usize {
         Backend::Tcmalloc => tcmalloc::size_class(size),
         Backend::Snmalloc => snmalloc::size_class(size),
         Backend::Rpmalloc => rpmalloc::size_class(size),
+        Backend::Own => own::size_class(size),
     }
 }
 
@@ -275,6 +296,67 @@ unsafe impl core::alloc::GlobalAlloc for BackendAlloc {
                     free(p as *mut c_void);
                 }
                 q
+            }
+        }
+    }
+}
+
+/// One backend's primitives chosen at compile time (`B` is a [`Backend`] as `u8`), with no
+/// dispatch on the way: for the shim's switched entry points when nothing is recorded, whose
+/// hook jumps to a copy made for the backend in use.
+pub mod direct {
+    use super::*;
+
+    macro_rules! direct {
+        ($b:ident, $f:ident($($a:expr),*)) => {
+            match $b {
+                1 => jemalloc::$f($($a),*),
+                2 => mimalloc::$f($($a),*),
+                3 => tcmalloc::$f($($a),*),
+                4 => snmalloc::$f($($a),*),
+                5 => rpmalloc::$f($($a),*),
+                6 => own::$f($($a),*),
+                _ => glibc::$f($($a),*),
+            }
+        };
+    }
+
+    /// # Safety
+    /// As C `malloc`.
+    #[inline(always)]
+    pub unsafe fn malloc<const B: u8>(size: usize) -> *mut c_void {
+        unsafe { direct!(B, malloc(size)) }
+    }
+    /// # Safety
+    /// As C `calloc`; the caller has checked `n * size` for overflow.
+    #[inline(always)]
+    pub unsafe fn calloc<const B: u8>(n: usize, size: usize) -> *mut c_void {
+        unsafe { direct!(B, calloc(n, size)) }
+    }
+    /// # Safety
+    /// As C `realloc` with a non-null `p` and a non-zero `size`.
+    #[inline(always)]
+    pub unsafe fn realloc<const B: u8>(p: *mut c_void, size: usize) -> *mut c_void {
+        unsafe { direct!(B, realloc(p, size)) }
+    }
+    /// # Safety
+    /// As C `free` with a non-null `p` from this backend.
+    #[inline(always)]
+    pub unsafe fn free<const B: u8>(p: *mut c_void) {
+        unsafe { direct!(B, free(p)) }
+    }
+    /// A free that names the block's size (and jemalloc's flags): jemalloc's `sdallocx`,
+    /// which skips the lookup of the size; a plain free for the others.
+    ///
+    /// # Safety
+    /// `p` non-null, from this backend, `size` within its usable size.
+    #[inline(always)]
+    pub unsafe fn free_sized<const B: u8>(p: *mut c_void, size: usize, flags: i32) {
+        unsafe {
+            if B == Backend::Jemalloc as u8 {
+                tikv_jemalloc_sys::sdallocx(p, size, flags)
+            } else {
+                direct!(B, free(p))
             }
         }
     }

@@ -62,6 +62,8 @@ pub fn allocator_stats(b: Backend) -> Vec<(&'static str, u64)> {
                 ("unmapped_total", g.unmapped_total as u64),
             ]
         }
+        // The program's own library: its statistics are its own calls' (mallctl...).
+        Backend::Own => Vec::new(),
         Backend::Glibc => {
             let m = unsafe { libc::mallinfo2() };
             vec![

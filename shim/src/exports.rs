@@ -336,6 +336,23 @@ mod variadic_exec {
 // Heap introspection: answered by the backend in use (glibc's own functions otherwise
 // describe glibc's heap, empty when another backend serves the program).
 
+/// The definition of `name` that describes the heap in use: the program's own allocator
+/// library's (or, where it has none, the C library's) when that library serves the program;
+/// the C library's own when glibc does, never a library's that happens to come next.
+fn heap_owner(slot: &core::sync::atomic::AtomicUsize, name: &core::ffi::CStr) -> usize {
+    use core::sync::atomic::Ordering::Relaxed;
+    let mut f = slot.load(Relaxed);
+    if f == 0 {
+        f = if be::selected() == be::Backend::Own {
+            unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+        } else {
+            be::glibc::libc_symbol(name)
+        };
+        slot.store(f, Relaxed);
+    }
+    f
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
     crate::init::ensure_init_untraced();
@@ -350,7 +367,7 @@ pub unsafe extern "C" fn mallinfo2() -> libc::mallinfo2 {
         }
         None => {
             static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-            let f = real(&REAL, c"mallinfo2");
+            let f = heap_owner(&REAL, c"mallinfo2");
             if f == 0 {
                 return unsafe { core::mem::zeroed() };
             }
@@ -375,7 +392,7 @@ pub unsafe extern "C" fn mallinfo() -> libc::mallinfo {
         }
         None => {
             static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-            let f = real(&REAL, c"mallinfo");
+            let f = heap_owner(&REAL, c"mallinfo");
             if f == 0 {
                 return unsafe { core::mem::zeroed() };
             }
@@ -392,7 +409,7 @@ pub unsafe extern "C" fn malloc_trim(pad: usize) -> i32 {
         Some(done) => done as i32,
         None => {
             static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-            let f = real(&REAL, c"malloc_trim");
+            let f = heap_owner(&REAL, c"malloc_trim");
             if f == 0 {
                 return 0;
             }
@@ -407,7 +424,7 @@ pub unsafe extern "C" fn malloc_stats() {
     crate::init::ensure_init_untraced();
     if !be::introspect::print_stats(be::selected()) {
         static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
-        let f = real(&REAL, c"malloc_stats");
+        let f = heap_owner(&REAL, c"malloc_stats");
         if f != 0 {
             let f: unsafe extern "C" fn() = unsafe { core::mem::transmute(f) };
             unsafe { f() }

@@ -74,7 +74,7 @@ fn init() {
             unsafe { JE_MALLOC_CONF = conf.as_ptr() as *const libc::c_char };
         }
     }
-    be::select(cfg.backend);
+    let backend = select(&cfg);
     shared::set_page_size();
     for w in cfg.warnings.iter().flatten() {
         say(w);
@@ -103,7 +103,7 @@ fn init() {
         timing_period: cfg.timing.period(),
         timing: cfg.timing,
         on_full: cfg.on_full,
-        backend: cfg.backend,
+        backend,
         zstd_level: cfg.zstd_level,
         fd,
         log_path,
@@ -145,6 +145,37 @@ fn init() {
     } else {
         state::start_recording(g_sample_only);
     }
+}
+
+/// Selects what serves the shim's exported malloc family, before the first allocation. A
+/// program linked with an allocator library (Debian's redis-server with libjemalloc.so.2)
+/// has it settled here, all of it at once: kept (`own`, the default), each standard name
+/// forwarded to the library's and its other entry points recorded in place; or switched, its
+/// other entry points patched to the backend too. What cannot be switched runs on the
+/// library, said in one line: never two allocators behind one heap.
+fn select(cfg: &config::Config) -> Backend {
+    let Some(lib) = be::own::next_malloc() else {
+        be::select(cfg.backend);
+        return cfg.backend;
+    };
+    let switched = crate::patch::install(cfg.choice, cfg.trace);
+    if let config::Choice::Switch(b) = cfg.choice {
+        if switched == Some(b) {
+            be::select(b);
+            return b;
+        }
+        let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
+        say(&format!(
+            "shim: {file} serves the program's malloc and cannot be switched to {}; it runs on its own allocator",
+            b.name()
+        ));
+    }
+    if be::select_own() {
+        return Backend::Own;
+    }
+    // A library that defines malloc but not calloc, realloc or free: no allocator.
+    be::select(Backend::Glibc);
+    Backend::Glibc
 }
 
 /// Rewrites the header in place, with what is known now (the program's own allocators).

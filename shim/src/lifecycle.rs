@@ -12,8 +12,10 @@ extern "C" fn constructor() {
     t.busy += 1;
     init::ensure_init();
     // Before the recorder thread starts: patching needs the process to have one thread.
+    // (Done already, at the first call, when the program links an allocator library.)
     crate::patch::install(init::choice(), state::tracing());
     if state::tracing() {
+        crate::patch::later::note_start();
         init::rewrite_header();
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));

@@ -220,6 +220,7 @@ fn run() {
         }
         if now.wrapping_sub(last_clock) >= ticks_1s {
             last_clock = now;
+            crate::patch::later::check();
             let p = clock::pair();
             if win.as_ref().is_some_and(|w| !w.limit_hit) {
                 // The watch log gets a clock pair of its own (written every 10 s).

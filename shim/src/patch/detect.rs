@@ -130,8 +130,31 @@ struct Sym {
 pub fn scan() -> Scan {
     let mut out = Scan::default();
     for (i, (path, bias)) in loaded_objects().into_iter().enumerate() {
-        let Some(m) = Mapped::open(&path) else { continue };
-        let Ok(file) = object::File::parse(m.bytes()) else { continue };
+        scan_file(&mut out, &path, bias, i == 0);
+    }
+    out
+}
+
+/// The paths of the loaded objects (the executable first), for telling later which are new.
+pub fn loaded_paths() -> Vec<String> {
+    loaded_objects().into_iter().map(|(p, _)| p).collect()
+}
+
+/// Scans the loaded library at `path` (one loaded after start-up).
+pub fn scan_library(path: &str) -> Scan {
+    let mut out = Scan::default();
+    if let Some((_, bias)) = loaded_objects().into_iter().find(|(p, _)| p == path) {
+        scan_file(&mut out, path, bias, false);
+    }
+    out
+}
+
+/// Adds what one loaded file defines to `out`.
+fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
+    let path = path.to_string();
+    {
+        let Some(m) = Mapped::open(&path) else { return };
+        let Ok(file) = object::File::parse(m.bytes()) else { return };
         let mut syms: HashMap<String, Sym> = HashMap::new();
         let has_symtab = file.section_by_name(".symtab").is_some();
         for s in file.symbols().chain(file.dynamic_symbols()) {
@@ -149,25 +172,26 @@ pub fn scan() -> Scan {
             }
             syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
         }
-        let is_exe = i == 0;
         let mut found = families(&syms, &path, is_exe);
-        for f in found.iter_mut().filter(|f| !f.unhandled.is_empty()) {
+        // A library's exported functions are all the program can reach of it (its .dynsym,
+        // which stripping never removes, lists them), so every unhandled one counts; in the
+        // executable, only those its own code calls.
+        for f in found.iter_mut().filter(|f| is_exe && !f.unhandled.is_empty()) {
             let targets: Vec<(usize, String)> =
                 f.unhandled.iter().filter_map(|n| syms.get(n).map(|s| (s.addr, n.clone()))).collect();
             f.unhandled = called_from_outside(&file, bias, &targets, "mi_");
         }
-        if !has_symtab {
-            // Stripped: .dynsym shows only what the file exports, and an allocator's other
-            // entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
+        if !has_symtab && is_exe {
+            // A stripped executable: .dynsym shows only what it exports, and an allocator's
+            // other entry points (jemalloc's sdallocx in a Rust program) may be called unseen.
             // Patching part of it is unsafe: it is left alone, and said so.
             if let Some(name) = found.first().map(|f| f.name).or_else(|| marker(&file)) {
                 out.stripped.push((path.clone(), name));
             }
-            continue;
+            return;
         }
         out.families.extend(found);
     }
-    out
 }
 
 /// Whether `name` can be one of the entry points of entries.rs's tables under any prefix
@@ -257,7 +281,8 @@ fn families(syms: &HashMap<String, Sym>, path: &str, is_exe: bool) -> Vec<Family
 }
 
 /// The entries of `tables` that the file defines, one per address. In a library, the
-/// standard and C++ names are left out: LD_PRELOAD already comes before them.
+/// standard C names are left out: the shim's own exports come before them in the lookup order
+/// (and forward to them in `own` mode). Its C++ operators stay: the shim defines none.
 fn family(
     name: &'static str,
     prefix: &str,
@@ -269,7 +294,7 @@ fn family(
     let mut by_addr: HashMap<usize, Entry> = HashMap::new();
     let mut problem = None;
     for &(table, p) in tables {
-        let preloadable = p.is_empty() && (core::ptr::eq(table, STANDARD) || core::ptr::eq(table, CXX));
+        let preloadable = p.is_empty() && core::ptr::eq(table, STANDARD);
         if preloadable && !is_exe {
             continue;
         }

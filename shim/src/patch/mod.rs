@@ -7,7 +7,9 @@
 //! - `entries`: the entry points by name and what each does;
 //! - `hook`: the x86-64 patch (a jump to a wrapper, the original kept callable);
 //! - `wrappers`: what a patched entry point runs, recorded or switched;
-//! - `owner`: which allocator a block belongs to once switched.
+//! - `owner`: which allocator a block belongs to once switched;
+//! - `native`: switched with nothing recorded, the busiest entry points call the backend directly;
+//! - `later`: libraries loaded with dlopen after start-up, named when they bring an allocator.
 //!
 //! All entry points of every allocator found are patched, or none: whatever cannot be
 //! patched safely leaves the program running exactly as it would without the shim, with one
@@ -15,6 +17,8 @@
 mod detect;
 mod entries;
 mod hook;
+pub mod later;
+mod native;
 pub mod owner;
 mod wrappers;
 
@@ -40,18 +44,26 @@ pub fn early(choice: Choice) {
     }
 }
 
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Finds the program's own allocators and patches them: recorded in place (`Unset`, `Own`),
-/// or served by the backend (`Switch`). `trace`: recording is on.
-pub fn install(choice: Choice, trace: bool) {
+/// or served by the backend (`Switch`). `trace`: recording is on. Runs once (at the first
+/// call when the program links an allocator library, whose standard names must be settled
+/// before the first allocation; else from the constructor); returns the backend the
+/// program's allocators were switched to, if they were.
+pub fn install(choice: Choice, trace: bool) -> Option<Backend> {
+    if INSTALLED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
     if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
-        return;
+        return None;
     }
     let switch_to = match choice {
         Choice::Switch(b) => Some(b),
         _ => None,
     };
     if !trace && switch_to.is_none() {
-        return; // nothing to record and nothing to switch: no reason to touch the program
+        return None; // nothing to record and nothing to switch: no reason to touch the program
     }
     let scan = detect::scan();
     if let Some((file, fam)) = scan.stripped.first() {
@@ -62,9 +74,9 @@ pub fn install(choice: Choice, trace: bool) {
     if scan.families.is_empty() {
         // SHIM_BACKEND=own in a program without an allocator of its own (a shell script's
         // children, say) is no mistake: glibc serves it, as it would without the shim.
-        return;
+        return None;
     }
-    let done = patch_all(&scan.families, switch_to);
+    let done = patch_all(&scan.families, switch_to, trace);
     let report: Vec<OwnAllocator> = scan
         .families
         .iter()
@@ -90,10 +102,11 @@ pub fn install(choice: Choice, trace: bool) {
         })
         .collect();
     let _ = REPORT.set(report);
+    done.ok().flatten()
 }
 
 /// Patches every family; Ok(backend it was switched to, if any), or why nothing was.
-fn patch_all(families: &[detect::Family], switch_to: Option<Backend>) -> Result<Option<Backend>, String> {
+fn patch_all(families: &[detect::Family], switch_to: Option<Backend>, trace: bool) -> Result<Option<Backend>, String> {
     let first = &families[0];
     let what = format!("{} brings its own {}", first.file, first.name);
     let fail = |why: String| {
@@ -138,7 +151,12 @@ fn patch_all(families: &[detect::Family], switch_to: Option<Backend>) -> Result<
                 return fail(format!("it has more than {} entry points like {}", wrappers::SLOTS, e.name));
             }
             next[e.kind as usize] += 1;
-            match hook::prepare(e.addr, e.size, wrappers::address(e.kind, slot), &mut tr) {
+            let target = match switch_to {
+                // Nothing will ever be recorded (SHIM_TRACE=0): straight to the backend.
+                Some(b) if !trace => native::address(&e.name, e.kind, slot, b),
+                _ => wrappers::address(e.kind, slot),
+            };
+            match hook::prepare(e.addr, e.size, target, &mut tr) {
                 Ok(h) => {
                     originals.push((e.kind, slot, h.original));
                     hooks.push(h);
