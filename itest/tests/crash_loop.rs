@@ -269,3 +269,30 @@ fn reclaiming_beside_a_fork() {
         }
     }
 }
+
+/// With capture windows the removal's line is a record of the reclaiming process's watch log
+/// (`shimlog stats` shows it), not a line on the program's stderr.
+#[test]
+fn with_a_watch_log_the_removal_is_in_it() {
+    let base = private_inflight_base();
+    let logs = tempfile::tempdir().unwrap();
+    let dead = dead_files(1, logs.path(), base.path());
+    let (log, file) = &dead[0];
+    std::fs::remove_file(log).unwrap();
+    let dead_pid: u64 = file.rsplit('/').next().and_then(|n| n.split('-').next()).and_then(|p| p.parse().ok()).unwrap();
+    let mut c = canary(&["live", "300"], logs.path(), base.path(), "", "glibc");
+    c.env("SHIM_WINDOW", "100ms");
+    let out = run(c);
+    out.assert_success("the process that reclaims, with windows");
+    assert!(!Path::new(file).exists(), "{file}: still there");
+    assert!(!out.stderr.contains("in-flight"), "the line went to stderr:\n{}", out.stderr);
+    let watch = list_files(logs.path())
+        .into_iter()
+        .find(|l| LogReader::open(l.to_str().unwrap()).is_ok_and(|r| r.header.pid == out.pid && r.header.window == Some(0)))
+        .unwrap_or_else(|| panic!("no watch log of {} in {:?}", out.pid, list_files(logs.path())));
+    let j = stats(&watch);
+    let removed = j["watch"]["inflight_removed"].as_array().unwrap_or_else(|| panic!("no watch.inflight_removed: {}", j["watch"]));
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert_eq!(removed[0]["pid"], dead_pid, "{removed:?}");
+    assert!(removed[0]["why"].as_str().unwrap().contains("its log is gone"), "{removed:?}");
+}

@@ -182,6 +182,13 @@ pub mod window_event {
     pub const DELETED: u64 = 32;
     /// SHIM_LOG_LIMIT was reached (SHIM_LOG_FULL=stop): no more windows.
     pub const LIMIT_STOP: u64 = 33;
+    /// This process removed a dead process's in-flight file (`size`: that process's pid)
+    /// without recovering it (crate::reclaim): its log is gone.
+    pub const INFLIGHT_LOG_GONE: u64 = 34;
+    /// ... its log could not be written.
+    pub const INFLIGHT_LOG_UNWRITABLE: u64 = 35;
+    /// ... it held no header (its process died while making it): nothing was lost.
+    pub const INFLIGHT_EMPTY: u64 = 36;
 }
 
 /// What an [`Op::Window`] value means.
@@ -199,6 +206,9 @@ pub fn window_event_name(v: u64) -> &'static str {
         END_SIGNAL => "stopped by signal",
         DELETED => "its log deleted (rotation)",
         LIMIT_STOP => "log limit reached: no more windows",
+        INFLIGHT_LOG_GONE => "its in-flight file removed: its log is gone (its records are lost)",
+        INFLIGHT_LOG_UNWRITABLE => "its in-flight file removed: its log cannot be written (its records are lost)",
+        INFLIGHT_EMPTY => "its in-flight file removed: it held nothing (the process died making it)",
         _ => "unknown",
     }
 }

@@ -7,8 +7,10 @@
 //! a bounded number of files per start and per second) and by `shimlog recover --all`.
 //! A file is dead when its lock is free and its process (the header's pid) does not map it:
 //! a live process's file is never touched. A dead file whose records cannot be put in its
-//! log (the log gone, or not writable) is removed, with one line saying so.
+//! log (the log gone, or not writable) is removed, with one line saying so (the shim: in its
+//! watch log when it has one, else on stderr).
 use crate::recover::{claim, NotRecovered, Recovered};
+use crate::window_event::{INFLIGHT_EMPTY, INFLIGHT_LOG_GONE, INFLIGHT_LOG_UNWRITABLE};
 use std::os::unix::fs::MetadataExt;
 
 /// An in-flight file in the directory.
@@ -26,8 +28,9 @@ pub struct Entry {
 pub enum Outcome {
     /// Its records are in its logs (none when everything was written already), the file gone.
     Recovered(Vec<Recovered>),
-    /// Removed without recovery: one line saying why (its log is gone, or cannot be written).
-    Removed(String),
+    /// Removed without recovery: why ([`crate::window_event`]'s `INFLIGHT_*` code, for a
+    /// watch log's record), the dead process's pid, and one line saying so.
+    Removed { why: u64, pid: u32, line: String },
     /// Left as it is: its process lives, another reader took it first, or another version of
     /// the shim wrote it (one line why).
     Left(String),
@@ -93,7 +96,8 @@ pub fn reclaim(path: &str) -> Outcome {
         // No header, its process gone: nothing in it to recover.
         Err(NotRecovered::Failed(m)) => {
             let _ = std::fs::remove_file(path);
-            return Outcome::Removed(m);
+            let pid = path.rsplit('/').next().and_then(|n| n.split_once('-')).and_then(|(p, _)| p.parse().ok()).unwrap_or(0);
+            return Outcome::Removed { why: INFLIGHT_EMPTY, pid, line: m };
         }
     };
     if let Err(NotRecovered::Untouched(m)) = c.readable() {
@@ -103,8 +107,9 @@ pub fn reclaim(path: &str) -> Outcome {
     match c.recover(&c.log()) {
         Ok(done) => Outcome::Recovered(done),
         Err(NotRecovered::Failed(m)) => {
+            let why = if std::path::Path::new(&c.log()).exists() { INFLIGHT_LOG_UNWRITABLE } else { INFLIGHT_LOG_GONE };
             c.remove();
-            Outcome::Removed(format!("{m}: pid {pid}'s records are lost"))
+            Outcome::Removed { why, pid, line: format!("{m}: pid {pid}'s records are lost") }
         }
         Err(NotRecovered::Untouched(m)) => Outcome::Left(m),
         Err(NotRecovered::Running | NotRecovered::Nothing) => Outcome::Left(format!("{path}: left")),
@@ -119,7 +124,7 @@ pub fn said(who: &str, path: &str, o: &Outcome) -> String {
             let logs: Vec<String> = done.iter().map(|r| format!("{} records in {} frames into {}", r.records, r.frames, r.log)).collect();
             format!("{who}: {path}: recovered {}; removed", logs.join(", "))
         }
-        Outcome::Removed(m) => format!("{who}: in-flight file removed: {m}"),
+        Outcome::Removed { line, .. } => format!("{who}: in-flight file removed: {line}"),
         Outcome::Left(m) => format!("{who}: left alone: {m}"),
     }
 }
@@ -163,7 +168,10 @@ mod tests {
         assert_eq!(names(&todo), paths[..2]);
         // Handled: removed with a line saying why, none recovered.
         match reclaim(&paths[0]) {
-            Outcome::Removed(m) => assert!(m.contains("holds no header"), "{m}"),
+            Outcome::Removed { why, pid, line } => {
+                assert!(line.contains("holds no header"), "{line}");
+                assert_eq!((why, pid), (INFLIGHT_EMPTY, 4_194_409));
+            }
             o => panic!("{o:?}"),
         }
         assert!(!std::path::Path::new(&paths[0]).exists());

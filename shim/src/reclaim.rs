@@ -9,13 +9,14 @@
 //! the process's start (a process that ends before does nothing). It handles the oldest dead files
 //! first: at most [`BURST`] at once, then, while the dead files together take more than
 //! SHIM_INFLIGHT_MAX, [`PER_SECOND`] a second up to [`OVER_CAP`] for this start. A file
-//! whose log is gone or cannot be written is removed, with one line on stderr. Fork
+//! whose log is gone or cannot be written is removed, with one line: a record in the watch
+//! log when the process has one (capture windows), on stderr otherwise. Fork
 //! children do not do it (their parent did), nor does a process with SHIM_INFLIGHT_MAX=off (or
 //! SHIM_TRACE=0: no recorder thread).
 //! Nothing it meets stops the program: every failure is a file left or removed, said.
 use crate::shared::{self, say, G};
 use crate::tls;
-use core::sync::atomic::Ordering::Acquire;
+use core::sync::atomic::{AtomicU64, Ordering::*};
 use recorder::reclaim::{self, Outcome};
 
 /// How long after the process's start the thread begins (10 ms).
@@ -70,8 +71,31 @@ fn run() {
             return;
         }
         let o = reclaim::reclaim(&e.path);
-        if let Outcome::Removed(_) = o {
-            say(&reclaim::said("shim", &e.path, &o));
+        if let Outcome::Removed { why, pid, .. } = o {
+            // One line: a record in the watch log when there is one, else on stderr.
+            if g.windows.is_none() || !note_removed(why, pid) {
+                say(&reclaim::said("shim", &e.path, &o));
+            }
+        }
+    }
+}
+
+/// Removals for the watch log, `why << 32 | pid` (0: free), until the recorder writes them.
+static REMOVED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+/// Hands a removal to the recorder thread; false when all slots are taken.
+fn note_removed(why: u64, pid: u32) -> bool {
+    let v = why << 32 | pid as u64;
+    REMOVED.iter().any(|s| s.compare_exchange(0, v, Release, Relaxed).is_ok())
+}
+
+/// For the recorder thread: each removal handed over since its last look, as (why, pid):
+/// it writes them in the watch log (recorder::window_event::INFLIGHT_*).
+pub fn take_removed(mut f: impl FnMut(u64, u32)) {
+    for s in &REMOVED {
+        let v = s.swap(0, Acquire);
+        if v != 0 {
+            f(v >> 32, v as u32);
         }
     }
 }

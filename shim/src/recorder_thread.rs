@@ -259,6 +259,7 @@ fn run() {
     if let Some(mut w) = win.take() {
         w.close(END_EXIT, &mut main, true);
         watch::write_notes(&mut main, now, &mut w.notes);
+        removed_notes(&mut main, now);
     }
     let untraced = shared::UNTRACED.load(Relaxed);
     if untraced > 0 {
@@ -336,6 +337,7 @@ fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss
         return;
     }
     watch::write_notes(main, now, &mut w.notes);
+    removed_notes(main, now);
     if now.wrapping_sub(w.last_sample) >= ticks_1s {
         w.last_sample = now;
         watch::sample(main, now, rss);
@@ -344,6 +346,14 @@ fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss
         w.last_flush = now;
         main.flush_own();
     }
+}
+
+/// Dead processes' in-flight files this process removed unrecovered (crate::reclaim): one
+/// record each in the watch log.
+fn removed_notes(main: &mut LogFile, now: u64) {
+    crate::reclaim::take_removed(|why, pid| {
+        main.note_full(Op::Window, now, pid as u64, why, None);
+    });
 }
 
 /// A thread that stopped allocating keeps its partial buffer; so that a crash or SIGKILL

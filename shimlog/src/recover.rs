@@ -52,7 +52,7 @@ fn all() -> Result<i32, String> {
         let o = reclaim::reclaim(&e.path);
         match &o {
             Outcome::Recovered(_) => (recovered, freed) = (recovered + 1, freed + e.bytes),
-            Outcome::Removed(_) => (removed, freed) = (removed + 1, freed + e.bytes),
+            Outcome::Removed { .. } => (removed, freed) = (removed + 1, freed + e.bytes),
             Outcome::Left(_) => left += 1,
         }
         println!("{}", reclaim::said("shimlog", &e.path, &o).trim_start_matches("shimlog: "));

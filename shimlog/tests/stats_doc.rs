@@ -35,6 +35,7 @@ fn full_log(path: &str, pid: u32) -> String {
     {
         use recorder::window_event::*;
         l.watch(1_500, Op::Window, 1, START_SCHEDULE, None);
+        l.watch(1_550, Op::Window, 4321, INFLIGHT_LOG_GONE, None);
         l.watch(1_600, Op::ThreadSeen, 0, 1, None);
         l.watch(1_700, Op::AllocStat, recorder::alloc_stat_code("allocated"), 4096, None);
         l.watch(1_800, Op::Stall, Op::Realloc as u64, 1, Some(2_000_000));

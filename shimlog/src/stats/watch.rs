@@ -2,6 +2,7 @@
 //! watch log's timeline says: the windows (start, length, why each ended), the stalls, the
 //! allocator's own statistics, the threads seen. RSS goes to the memory section as usual.
 use super::units::{at, bytes, count, ns};
+use recorder::window_event::{INFLIGHT_EMPTY, INFLIGHT_LOG_GONE};
 use recorder::{alloc_stat_name, window_event_name, Event, Op};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -20,6 +21,15 @@ pub struct Watch {
     threads_ended: u64,
     forks: u64,
     notes: Vec<LimitRow>,
+    removed: Vec<RemovedRow>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RemovedRow {
+    pub at_ns: u64,
+    /// The dead process whose in-flight file this process removed without recovering it.
+    pub pid: u64,
+    pub why: &'static str,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -72,6 +82,8 @@ pub struct WatchReport {
     pub forks: u64,
     /// Logs deleted by rotation, the limit reached: (ns, window, what).
     pub log_limit: Vec<LimitRow>,
+    /// Dead processes' in-flight files this process removed unrecovered (their logs gone).
+    pub inflight_removed: Vec<RemovedRow>,
 }
 
 impl Watch {
@@ -80,7 +92,9 @@ impl Watch {
         match e.op {
             Op::Window => {
                 let v = e.value();
-                if v >= 32 {
+                if (INFLIGHT_LOG_GONE..=INFLIGHT_EMPTY).contains(&v) {
+                    self.removed.push(RemovedRow { at_ns: e.ts_ns, pid: e.size, why: window_event_name(v) });
+                } else if v >= 32 {
                     self.notes.push(LimitRow { at_ns: e.ts_ns, window: e.size, what: window_event_name(v) });
                 } else if v < 16 {
                     self.windows.push(WindowRow {
@@ -147,6 +161,7 @@ impl Watch {
             threads_ended: w.threads_ended,
             forks: w.forks,
             log_limit: w.notes,
+            inflight_removed: w.removed,
         })
     }
 }
@@ -179,6 +194,9 @@ pub fn write(w: &mut dyn Write, r: &WatchReport, unknown_frees: u64) -> io::Resu
     }
     for l in &r.log_limit {
         writeln!(w, "   at {}: window {}: {}", at(l.at_ns), l.window, l.what)?;
+    }
+    for x in &r.inflight_removed {
+        writeln!(w, "   at {}: dead process {}: {}", at(x.at_ns), x.pid, x.why)?;
     }
     writeln!(w, "   stalls (calls inside the allocator over SHIM_STALL): {}", count(r.stalls))?;
     for s in &r.slowest_stalls {
