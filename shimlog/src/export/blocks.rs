@@ -15,9 +15,8 @@ use crate::stats::analysis::Analysis;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::Event;
-use crate::stats::blocks::BlockTable;
+use crate::stats::blocks::{Block, BlockTable};
 use crate::stats::classes::SizeTable;
-use crate::stats::heap::Block;
 use std::sync::Arc;
 
 /// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).

@@ -3,7 +3,7 @@
 //! progress bar on stderr when it is a terminal.
 use super::analysis::Analysis;
 use super::classes::SizeTable;
-use super::inherit;
+use super::inherit::{self, Inheritance};
 use super::section::{Issue, ReadReport};
 use super::total::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -211,7 +211,12 @@ impl Target for Many<'_> {
     fn feed(&mut self, from: u32, e: &Event) {
         let i = from as usize;
         if self.pending > 0 {
-            inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), self.an, self.offsets, self.t);
+            let (an, offsets, t) = (&mut *self.an, self.offsets, &*self.t);
+            inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), |p, c| {
+                let parent = &an[p];
+                let inh = Inheritance::at_fork(parent.inherit.as_ref(), &parent.heap.live, t, offsets[p], offsets[c]);
+                an[c].inherit = Some(inh);
+            });
         }
         self.tr.cur = i;
         self.tr.offset = self.offsets[i];

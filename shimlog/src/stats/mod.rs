@@ -219,7 +219,7 @@ fn process_section(
             bytes: a.heap.live_bytes,
         },
         unknown_frees: a.heap.unknown_frees,
-        inherited: inherit::report(a),
+        inherited: a.inherited(),
         address_reuse_conflicts: a.heap.address_reuse_conflicts,
         sizes: a.sizes.report(t),
         slop: slop::report(t, &a.sizes, &a.sizes, a.heap.peak_bytes),
@@ -251,7 +251,7 @@ fn total_section(
     let (mut unknown, mut conflicts, mut allocs) = (0, 0, 0);
     let mut inherited: Option<inherit::InheritedReport> = None;
     for (i, a) in an.iter().enumerate() {
-        if let Some(r) = inherit::report(a) {
+        if let Some(r) = a.inherited() {
             let t = inherited.get_or_insert_with(Default::default);
             let age = t.mean_age_ns as u128 * t.frees as u128 + r.mean_age_ns as u128 * r.frees as u128;
             t.blocks_at_fork += r.blocks_at_fork;
