@@ -11,6 +11,7 @@
 //! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
 use clap::{Parser, Subcommand};
 
+mod analysis;
 mod ctl;
 mod dump;
 mod export;

@@ -1,11 +1,11 @@
 //! Reading the logs: one pass over each, in time order, feeding every event to its
 //! process's analysis (and, for several logs read together, to the total's tracker), with a
 //! progress bar on stderr when it is a terminal.
-use super::analysis::Analysis;
+use super::process::Analysis;
 use super::classes::SizeTable;
 use super::inherit::{self, Inheritance};
 use super::section::{Issue, ReadReport};
-use super::total::{Alone, Tracker};
+use super::tracker::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use recorder::reader::Sink;
 use recorder::{Event, LogReader};

@@ -16,7 +16,7 @@ use super::lifetimes::Lifetimes;
 use super::memory::Memory;
 use super::sizes::Sizes;
 use super::threads::Threads;
-use super::total::Follow;
+use super::tracker::Follow;
 use super::totals::{DropRecord, Totals};
 use super::watch::Watch;
 use recorder::{Event, Op};
