@@ -6,8 +6,9 @@
 //! threads, totals, the watch log (watch.rs); several logs read together are followed as
 //! one total (tracker.rs), fork children with the blocks they inherited (inherit.rs). At the
 //! end each process's state, and the total's, become a [`Section`] (section.rs, with the
-//! size-class waste of slop.rs and the call sites of crate::sites), the document `stats`
-//! prints and `report` draws.
+//! size-class waste of slop.rs and the call sites of sites/, a second pass over a log with
+//! stacks), the document `stats` prints and `report` draws. `pprof` and `flamegraph` draw
+//! on the call-site profile alone.
 //!
 //! What the verbs use is re-exported here; the modules themselves are private to the engine.
 mod blocks;
@@ -21,6 +22,7 @@ mod lifetimes;
 mod memory;
 mod process;
 mod section;
+mod sites;
 mod sizes;
 mod slop;
 mod threads;
@@ -34,6 +36,7 @@ pub(crate) use drive::{pipelined, Progress};
 pub(crate) use latency::Latency;
 pub(crate) use process::Analysis;
 pub(crate) use section::{Section, SiteOptions};
+pub(crate) use sites::{folded, has_stacks, profile, By, Profile, SiteRow, SitesReport};
 pub(crate) use slop::ratio;
 pub(crate) use threads::Threads;
 pub(crate) use watch::WatchReport;

@@ -9,6 +9,7 @@ use super::lifetimes::{LifetimesReport, NeverFreed};
 use super::memory::MemoryReport;
 use super::sizes::SizesReport;
 use super::process::Analysis;
+use super::sites::{self, Folded, SitesReport};
 use super::slop::{self, BackendSlop};
 use super::threads::ThreadsReport;
 use super::totals::TotalsReport;
@@ -55,10 +56,10 @@ pub struct Section {
     pub watch: Option<super::watch::WatchReport>,
     /// Call sites, for a log written with stacks (SHIM_STACKS); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sites: Option<crate::sites::SitesReport>,
+    pub sites: Option<SitesReport>,
     /// The same stacks folded for flame graphs (the report draws them; not in --json).
     #[serde(skip)]
-    pub folded: Option<crate::flamegraph::Folded>,
+    pub folded: Option<Folded>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -156,10 +157,10 @@ pub(super) fn of_process(
 ) -> Section {
     let h = &r.header;
     // Call sites: a second pass over the log, for logs with stacks only.
-    let (sites, folded) = match crate::sites::has_stacks(r) {
+    let (sites, folded) = match sites::has_stacks(r) {
         true => {
-            let p = crate::sites::profile(r, args.binaries);
-            (Some(crate::sites::SitesReport::of(&p, args.top as usize)), Some(crate::flamegraph::Folded::of(&p)))
+            let p = sites::profile(r, args.binaries);
+            (Some(SitesReport::of(&p, args.top as usize)), Some(Folded::of(&p)))
         }
         false => (None, None),
     };

@@ -7,9 +7,10 @@
 //! process, then their total. This verb prints them: `--json` as one document, the
 //! total's section at the top level (a single log's own section when there is one log),
 //! with `logs` holding each process's section when there are several; otherwise as the
-//! human report (report.rs, with watch.rs and units.rs).
+//! human report (report.rs, with watch.rs, sites.rs and units.rs).
 mod report;
-pub(crate) mod units;
+mod sites;
+mod units;
 mod watch;
 
 use crate::analysis::{self, Analysed, Section, SiteOptions};

@@ -77,7 +77,7 @@ fn section(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     memory(w, s)?;
     latency(w, s)?;
     if let Some(r) = &s.sites {
-        crate::sites::write_text(w, r)?;
+        super::sites::write_text(w, r)?;
     }
     Ok(())
 }
