@@ -7,9 +7,9 @@
 //! process, then their total. This verb prints them: `--json` as one document, the
 //! total's section at the top level (a single log's own section when there is one log),
 //! with `logs` holding each process's section when there are several; otherwise as the
-//! human report (report.rs, with watch.rs, sites.rs and units.rs).
-mod report;
+//! human report (text.rs, with watch.rs, sites.rs and units.rs).
 mod sites;
+mod text;
 mod units;
 mod watch;
 
@@ -70,7 +70,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         doc.map_err(|e| e.to_string())
             .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
-        report::write(&mut w, &sections, &total).map_err(|e| e.to_string())
+        text::write(&mut w, &sections, &total).map_err(|e| e.to_string())
     };
     match r.and_then(|_| w.flush().map_err(|e| e.to_string())) {
         Ok(()) => Ok(0),
