@@ -1,6 +1,7 @@
 //! Reading the logs: one pass over each, in time order, feeding every event to its
 //! process's analysis (and, for several logs read together, to the total's tracker), with a
-//! progress bar on stderr when it is a terminal.
+//! progress bar on stderr when it is a terminal. [`pipelined`] (the reading on a second
+//! thread) and [`Progress`] serve `shimlog export`'s own pass too.
 use super::process::Analysis;
 use super::classes::SizeTable;
 use super::inherit::{self, Inheritance};
