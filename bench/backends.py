@@ -5,7 +5,7 @@ demo's replay table.
   python3 bench/backends.py [ROUNDS] [WORKLOAD,...]   (defaults: 5 rounds; single,prodcons)
   (also run by `make bench`, whose BENCHMARKS.md gets the section)
 
-For each workload and backend, alternated run by run (bench.run_group): bare (Debian's
+For each workload and backend, alternated run by run (groups.run_group): bare (Debian's
 library preloaded on its own where Debian has one: jemalloc, mimalloc, tcmalloc; none for
 snmalloc and rpmalloc), SHIM_TRACE=0 (forwarding only) and recording (default settings).
 Per round: forwarding = (SHIM_TRACE=0 - bare) / events, recording = (rec - SHIM_TRACE=0) /
@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures  # noqa: E402
+from groups import run_group  # noqa: E402
 from workloads import BACKENDS, BIN, OUT, SHIM, SHIMLOG, bare_preload, clean_env, workloads  # noqa: E402
 
 
@@ -55,7 +56,6 @@ def demo_replay(say):
 
 
 def measure(rounds, say, names=("single", "prodcons")):
-    import bench  # the driver's run_group (imported here: bench imports this module)
     ws = {w.name: w for w in workloads()}
     rows = []
     for name in names:
@@ -63,7 +63,7 @@ def measure(rounds, say, names=("single", "prodcons")):
         for b in BACKENDS:
             has_bare = bare_preload(b) is not None
             cfgs = ("bare", "off", "rec") if has_bare else ("off", "rec")
-            g = bench.run_group(w, b, w.full, cfgs, rounds, "backends", exact=False)
+            g = run_group(w, b, w.full, cfgs, rounds, "backends", exact=False)
             rows.append({"workload": name, "backend": b, "version": g.get("backend_version") or "",
                          "events": g.get("events"),
                          "forward_wall_ns": per_event(g, "off", "bare", "wall_s") if has_bare else None,

@@ -5,12 +5,13 @@
 //! - `shimlog replay LOG [--backend ..] [--json]`: the workload against each backend (see replay/).
 //! - `shimlog recover LOG...`: a dead process's in-flight buffers into its log (recover.rs).
 //! - `shimlog pprof LOG -o FILE [--at peak|end]`, `shimlog flamegraph LOG --by .. -o FILE`:
-//!   the log's stacks as a pprof heap profile, as a flame graph (see sites/).
+//!   the log's stacks as a pprof heap profile, as a flame graph (see analysis/sites/).
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 //! - `shimlog report LOG... [--replay] -o FILE`: one self-contained HTML page (see report/).
 //! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
 use clap::{Parser, Subcommand};
 
+mod analysis;
 mod ctl;
 mod dump;
 mod export;
@@ -20,9 +21,7 @@ mod pprof;
 mod recover;
 mod replay;
 mod report;
-mod sites;
 mod stats;
-mod symbols;
 
 #[derive(Parser)]
 #[command(name = "shimlog", version, about = "Analyse and replay logs written by libshim.so")]

@@ -1,23 +1,20 @@
 //! The blocks table: one row per block, written when it is freed (in the order of the
 //! frees) and, for the blocks never freed, at the end (their freed columns NULL). Blocks are
-//! made and freed as `shimlog stats` counts them (stats/analysis.rs): an allocating call
+//! made and freed as `shimlog stats` counts them (analysis/process.rs): an allocating call
 //! with a non-null result makes one of the requested size; free and a successful realloc
 //! free the old one; an allocation returning a live address ends the old block there (its
 //! freed_tid and lifetime NULL: the log lost its free, stats' address_reuse_conflicts).
-//! The live blocks are in stats' own table (stats/blocks.rs: memory per live block as in
-//! stats, and prefetched a few events ahead).
+//! The live blocks are in the analysis' own table (analysis/blocks.rs: memory per live block
+//! as in stats, and prefetched a few events ahead).
 use super::sink::{Sink, BATCH};
 
 fn v<T>() -> Vec<T> {
     Vec::with_capacity(BATCH)
 }
-use crate::stats::analysis::Analysis;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::Event;
-use crate::stats::blocks::BlockTable;
-use crate::stats::classes::SizeTable;
-use crate::stats::heap::Block;
+use crate::analysis::{Analysis, Block, BlockTable, SizeTable};
 use std::sync::Arc;
 
 /// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).

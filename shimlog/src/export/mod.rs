@@ -168,8 +168,8 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
         seq: 0,
     };
     let mut err: Option<String> = None;
-    let progress = crate::stats::drive::Progress::new(r.compressed_bytes());
-    crate::stats::drive::pipelined(
+    let progress = crate::analysis::Progress::new(r.compressed_bytes());
+    crate::analysis::pipelined(
         r.events(),
         || vec![Event::default(); CHUNK],
         |ev, chunk| ev.fill(chunk),

@@ -5,7 +5,7 @@
 //! values are the estimates `shimlog stats` shows (each sample weighted by 1 / its chance).
 mod proto;
 
-use crate::sites::{self, Profile};
+use crate::analysis::{profile, Profile};
 use prost::Message;
 use rustc_hash::FxHashMap;
 use std::io::Write;
@@ -147,7 +147,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             r.header.stacks.as_deref().unwrap_or("off, a log older than format 4")
         ));
     }
-    let p = sites::profile(&r, a.binaries.as_deref());
+    let p = profile(&r, a.binaries.as_deref());
     for i in &p.issues {
         eprintln!("shimlog: note: {i}");
     }

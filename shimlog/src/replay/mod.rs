@@ -1,26 +1,19 @@
 //! `shimlog replay LOG [--backend glibc,jemalloc,mimalloc,tcmalloc,snmalloc,rpmalloc] [--json] [--pace[=sleep|busy]]
 //! [--touch=none|first|all] [--timing=N|all]`.
 //!
-//! The parent turns the log into a plan once (planner.rs: one op stream per recorded thread,
-//! in a temporary directory), then replays it in one fresh child process per backend
-//! (child.rs and worker.rs: `shimlog replay LOG --child BACKEND --plan DIR`, which prints its
-//! figures as JSON), and shows the children's figures side by side (table.rs) or as JSON
-//! (report.rs).
-mod child;
-mod measure;
-mod sync;
-mod worker;
-mod op_codec;
+//! The parent turns the log into a plan once (plan/: planner.rs makes one op stream per
+//! recorded thread, in a temporary directory), then replays it in one fresh child process
+//! per backend (run/: child.rs and worker.rs, `shimlog replay LOG --child BACKEND --plan DIR`,
+//! which prints its figures as JSON), and shows the children's figures side by side
+//! (table.rs) or as JSON (results.rs).
 mod plan;
-#[cfg(test)]
-mod plan_check;
-mod planner;
-mod report;
+mod results;
+mod run;
 mod table;
 
-use report::{BackendResult, Options, PlanSummary, Program, Replay, Report};
+use results::{BackendResult, Options, PlanSummary, Program, Replay, Report};
+use run::worker::{Pace, Touch};
 use shim_backend::Backend;
-use worker::{Pace, Touch};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -126,7 +119,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             );
             b
         });
-        let m = plan::build(&reader, &mut f, |n| {
+        let m = plan::planner::build(&reader, &mut f, |n| {
             if let Some(b) = &bar {
                 b.set_position(n)
             }
@@ -217,13 +210,13 @@ fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
 fn run_child(name: &str, a: &Args) -> Result<i32, String> {
     let b: Backend = name.parse()?;
     let dir = a.plan.as_deref().ok_or("--child needs --plan DIR")?;
-    let o = child::ChildOpts {
+    let o = run::child::ChildOpts {
         pace: a.pace,
         touch: a.touch,
         progress: std::io::stderr().is_terminal(),
         time_every: a.timing,
     };
-    let r = child::run(b, dir, &o)?;
+    let r = run::child::run(b, dir, &o)?;
     let s = serde_json::to_string(&r).map_err(|e| e.to_string())?;
     println!("{s}");
     Ok(0)

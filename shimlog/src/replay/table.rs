@@ -1,6 +1,6 @@
 //! The side-by-side report: one column per backend, the best value of each row marked `*`,
 //! every other value followed by how far it is from the best.
-use super::report::{Replay, Report};
+use super::results::{Replay, Report};
 use std::fmt::Write;
 
 #[derive(Clone, Copy, PartialEq)]

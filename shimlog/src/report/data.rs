@@ -2,9 +2,7 @@
 //! `stats` gives), with each process's memory samples thinned to what a chart can show, plus
 //! what the JSON does not carry: each operation's latency distribution as a CDF, every
 //! (maker, freer) thread pair for the cross-thread matrix, and the replays.
-use crate::stats::latency::Latency;
-use crate::stats::threads::Threads;
-use crate::stats::Analysed;
+use crate::analysis::{Analysed, Latency, Section, Threads};
 use serde_json::{json, Map, Value};
 
 /// Most points a memory or CDF line keeps: a chart is at most ~1000 pixels wide.
@@ -17,7 +15,7 @@ pub fn build(logs: &[String], an: &Analysed, replay_asked: bool, replays: Vec<Va
     }
     // The memory series, thinned, beside the stats document (whose samples are left out).
     let mut memory = Vec::new();
-    let sections: Vec<&crate::stats::section::Section> =
+    let sections: Vec<&Section> =
         if an.sections.is_empty() { vec![&an.total] } else { an.sections.iter().collect() };
     for (i, s) in sections.iter().enumerate() {
         let pts: Vec<[Value; 3]> = s
@@ -71,7 +69,7 @@ pub fn build(logs: &[String], an: &Analysed, replay_asked: bool, replays: Vec<Va
     })
 }
 
-fn flames(sections: &[&crate::stats::section::Section]) -> Vec<Value> {
+fn flames(sections: &[&Section]) -> Vec<Value> {
     let mut out = Vec::new();
     for (i, s) in sections.iter().enumerate() {
         let Some(f) = &s.folded else { continue };
@@ -86,7 +84,7 @@ fn flames(sections: &[&crate::stats::section::Section]) -> Vec<Value> {
     out
 }
 
-fn short_exe(s: &crate::stats::section::Section) -> String {
+fn short_exe(s: &Section) -> String {
     let exe = s.process.as_ref().map(|p| p.exe.as_str()).unwrap_or("");
     exe.rsplit('/').next().unwrap_or(exe).to_string()
 }

@@ -1,7 +1,7 @@
 //! `shimlog report LOG... [--replay] -o report.html`: one self-contained HTML page of what
 //! `stats` (and, with `--replay`, `replay`) found, to look at rather than read.
 //!
-//! The analysis runs here, in shimlog (stats::analyse, the same pass as `stats`): the page
+//! The analysis runs here, in shimlog (analysis::analyse, the same pass as `stats`): the page
 //! gets its results as one JSON document embedded in it (data.rs), and a small script of
 //! its own (page.js) draws the charts as SVG and the tables from it. Nothing is loaded from
 //! elsewhere: a Content-Security-Policy in the page forbids it, so a page that tried would
@@ -33,7 +33,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     // Refuse an unwritable destination before the (long) analysis, not after it.
     let mut f = std::fs::File::create(&a.output)
         .map_err(|e| format!("report: cannot create {}: {e}", a.output))?;
-    let an = crate::stats::analyse(&a.logs, a.burst, true, &crate::stats::SiteOptions { binaries: None, top: 10 })?;
+    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10 })?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?
     } else {

@@ -11,8 +11,17 @@
 //! [`BlockTable::prefetch`]es the lines each will touch, and the slots live in transparent
 //! huge pages where the kernel offers them. General-purpose maps (hashbrown itself) have no
 //! prefetch.
-use super::heap::Block;
 use recorder::cpu::prefetch;
+
+/// A live block: when and by which thread it was made, its size (an id of the shared
+/// [`super::classes::SizeTable`]) and how many allocations the process had made before it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Block {
+    pub ts_ns: u64,
+    pub alloc_index: u64,
+    pub size_id: u32,
+    pub thread: u32,
+}
 
 /// Slots allocated in one zeroed piece. A large table is mapped directly and advised to
 /// use huge pages before any page is touched (advice given after the pages exist would only

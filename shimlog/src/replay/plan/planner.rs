@@ -25,8 +25,8 @@
 //! log, threads end (their allocator caches flushed) where they ended, and since every
 //! wait is still on an event earlier in log order, made by a thread alive at that point,
 //! the argument above still holds.
-use super::measure::{slop_report, Slop};
-use super::plan::*;
+use super::*;
+use crate::replay::run::measure::{slop_report, Slop};
 use recorder::{Event, LogReader, Op};
 use shim_backend::Backend;
 use rustc_hash::FxHashMap;
@@ -34,7 +34,6 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-#[path = "planner_order.rs"]
 mod order;
 
 /// A thread keeps at most this many freed slots for itself; more go to the shared pool.

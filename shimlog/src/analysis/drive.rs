@@ -1,11 +1,12 @@
 //! Reading the logs: one pass over each, in time order, feeding every event to its
 //! process's analysis (and, for several logs read together, to the total's tracker), with a
-//! progress bar on stderr when it is a terminal.
-use super::analysis::Analysis;
+//! progress bar on stderr when it is a terminal. [`pipelined`] (the reading on a second
+//! thread) and [`Progress`] serve `shimlog export`'s own pass too.
+use super::process::Analysis;
 use super::classes::SizeTable;
-use super::inherit;
+use super::inherit::{self, Inheritance};
 use super::section::{Issue, ReadReport};
-use super::total::{Alone, Tracker};
+use super::tracker::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use recorder::reader::Sink;
 use recorder::{Event, LogReader};
@@ -211,7 +212,12 @@ impl Target for Many<'_> {
     fn feed(&mut self, from: u32, e: &Event) {
         let i = from as usize;
         if self.pending > 0 {
-            inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), self.an, self.offsets, self.t);
+            let (an, offsets, t) = (&mut *self.an, self.offsets, &*self.t);
+            inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), |p, c| {
+                let parent = &an[p];
+                let inh = Inheritance::at_fork(parent.inherit.as_ref(), &parent.heap.live, t, offsets[p], offsets[c]);
+                an[c].inherit = Some(inh);
+            });
         }
         self.tr.cur = i;
         self.tr.offset = self.offsets[i];

@@ -1,6 +1,6 @@
 //! The replay plan: one op stream per recorded thread, with every block named by a replay
-//! slot instead of its recorded address (built by planner.rs, encoded by op_codec.rs,
-//! replayed by child.rs).
+//! slot instead of its recorded address (built by planner.rs, encoded by codec.rs,
+//! replayed by ../run/).
 //!
 //! The op streams go to one temporary file in chunks of at most [`CHUNK`] bytes; each thread
 //! keeps one chunk in memory while planning and the child reads its chunks back with pread.
@@ -8,8 +8,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub use super::op_codec::*;
-pub use super::planner::build;
+#[cfg(test)]
+mod check;
+mod codec;
+pub mod planner;
+
+pub use codec::*;
 
 /// Where one chunk of a thread's ops lies in the plan file.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -74,7 +78,7 @@ pub struct PlanMeta {
     /// Slop (usable minus requested bytes) of every allocation the plan makes, by request
     /// size class, for each backend, from the backend's size classes: computed here, outside
     /// the timed replay.
-    pub slop: BTreeMap<String, Vec<super::measure::SlopClass>>,
+    pub slop: BTreeMap<String, Vec<super::run::measure::SlopClass>>,
     /// Size of the slot table (blocks the replay may hold at once, plus free slots kept).
     pub slots: u32,
     pub first_ts_ns: u64,

@@ -9,8 +9,8 @@
 //! System allocator); the replay threads make none while they replay, beyond what
 //! pthread_create itself needs for a thread the program also started.
 use super::measure::{self, Latency, Progress, Sampler, Statm};
-use super::plan::{self, Action, PlanMeta};
-use super::report::{Excluded, Memory, Replay, ThreadResult, Throughput};
+use crate::replay::plan::{self, Action, PlanMeta};
+use crate::replay::results::{Excluded, Memory, Replay, ThreadResult, Throughput};
 use super::worker::{Pace, Shared, Slot, Tally, Touch, Worker};
 use recorder::{clock, Op};
 use shim_backend::Backend;

@@ -7,7 +7,7 @@
 //! `fork_ticks`). While the logs are read in one time order, the parent's live table is
 //! copied for the child when the parent's events reach the fork (or when the child's
 //! first event comes, whichever is first).
-use super::analysis::Analysis;
+use super::blocks::BlockTable;
 use super::classes::SizeTable;
 use recorder::LogReader;
 use serde::Serialize;
@@ -65,15 +65,15 @@ pub fn forks(rs: &[LogReader]) -> Vec<Fork> {
     out
 }
 
-/// Before the event at `ts` of log `from` is fed: copies the parent's live blocks for every
-/// fork now reached. Cheap when there is nothing to do (the caller checks `pending`).
+/// Before the event at `ts` of log `from` is fed: calls `reached(parent, child)` once for
+/// every fork now reached (the caller then gives the child its [`Inheritance::at_fork`]).
+/// Cheap when there is nothing to do (the caller checks `pending`).
+#[inline]
 pub fn before_event(
     forks: &mut [Fork],
     pending: &mut usize,
     (from, ts): (usize, u64),
-    an: &mut [Analysis],
-    offsets: &[u64],
-    t: &SizeTable,
+    mut reached: impl FnMut(usize, usize),
 ) {
     for f in forks.iter_mut().filter(|f| !f.done) {
         if !(f.child == from || f.parent == from && ts >= f.at_ns) {
@@ -81,26 +81,38 @@ pub fn before_event(
         }
         f.done = true;
         *pending -= 1;
-        let po = offsets[f.parent];
-        let blocks: HashMap<u64, (u64, u64)> = {
-            let p = &an[f.parent];
-            // A grandchild inherits too what its parent inherited and still holds; the
-            // parent's own blocks win an address both name (made again since).
-            let held = p.inherit.iter().flat_map(|i| i.blocks.iter().map(|(&ptr, &b)| (ptr, b)));
-            held.chain(p.heap.live.entries().map(|(ptr, b)| (ptr, (t.size(b.size_id), b.ts_ns + po)))).collect()
-        };
-        an[f.child].inherit = Some(Inheritance { blocks, offset: offsets[f.child], ..Default::default() });
+        reached(f.parent, f.child);
     }
 }
 
-/// The report of a child's inheritance (None for a log that is no fork child read with its
-/// parent).
-pub fn report(a: &Analysis) -> Option<InheritedReport> {
-    let i = a.inherit.as_ref()?;
-    Some(InheritedReport {
-        blocks_at_fork: i.blocks.len() as u64 + i.frees,
-        frees: i.frees,
-        bytes_freed: i.bytes,
-        mean_age_ns: i.age_ns_sum.checked_div(i.frees).unwrap_or(0),
-    })
+impl Inheritance {
+    /// A fork child's inheritance: the blocks its parent has live at the fork (`live`, made
+    /// on the parent's clock, whose time 0 lies at `parent_offset` on the total's clock) and
+    /// those the parent itself inherited and still holds (`held`); `offset`, where the
+    /// child's time 0 lies.
+    pub fn at_fork(
+        held: Option<&Inheritance>,
+        live: &BlockTable,
+        t: &SizeTable,
+        parent_offset: u64,
+        offset: u64,
+    ) -> Inheritance {
+        // A grandchild inherits too what its parent inherited and still holds; the
+        // parent's own blocks win an address both name (made again since).
+        let held = held.into_iter().flat_map(|i| i.blocks.iter().map(|(&ptr, &b)| (ptr, b)));
+        let blocks: HashMap<u64, (u64, u64)> = held
+            .chain(live.entries().map(|(ptr, b)| (ptr, (t.size(b.size_id), b.ts_ns + parent_offset))))
+            .collect();
+        Inheritance { blocks, offset, ..Default::default() }
+    }
+
+    /// What a section says of it.
+    pub fn report(&self) -> InheritedReport {
+        InheritedReport {
+            blocks_at_fork: self.blocks.len() as u64 + self.frees,
+            frees: self.frees,
+            bytes_freed: self.bytes,
+            mean_age_ns: self.age_ns_sum.checked_div(self.frees).unwrap_or(0),
+        }
+    }
 }

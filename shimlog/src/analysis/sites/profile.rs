@@ -1,14 +1,8 @@
-//! Call sites: which code made the allocations, the peak, the leaks and the slow calls, from
-//! the stacks a log carries (SHIM_STACKS, format version 4). `collect.rs` reads the log,
-//! `report.rs` ranks the sites for `shimlog stats`; `pprof` and `flamegraph` draw on the
-//! same [`Profile`].
-pub mod collect;
-mod report;
-
-pub use report::{write_text, SitesReport};
-
-use crate::symbols::{Frame, Symbols};
-use collect::Collected;
+//! A log's call-site profile: its stacks with their totals (collect.rs's pass over the log)
+//! and their frames resolved to functions, files and lines (symbols.rs); which frames are
+//! allocation wrappers rather than call sites ([`is_wrapper`], [`site_frame`]).
+use super::collect::{self, Collected};
+use super::symbols::{Frame, Symbols};
 use recorder::LogReader;
 use std::path::Path;
 

@@ -9,13 +9,14 @@
 //! (`unknown_frees`); an allocation returning a live address takes the old block as freed
 //! (`address_reuse_conflicts`).
 use super::classes::SizeTable;
-use super::heap::{Block, Heap};
+use super::blocks::Block;
+use super::heap::Heap;
 use super::latency::Latency;
 use super::lifetimes::Lifetimes;
 use super::memory::Memory;
 use super::sizes::Sizes;
 use super::threads::Threads;
-use super::total::Follow;
+use super::tracker::Follow;
 use super::totals::{DropRecord, Totals};
 use super::watch::Watch;
 use recorder::{Event, Op};
@@ -230,6 +231,11 @@ impl Analysis {
             Op::Free | Op::FreeSized => (e.ptr != 0).then_some(e.ptr),
             _ => Self::frees_old(e, e.ptr != 0, e.requested()).then_some(e.old),
         }
+    }
+
+    /// What a fork child read with its parent's log inherited (None for any other log).
+    pub fn inherited(&self) -> Option<super::inherit::InheritedReport> {
+        self.inherit.as_ref().map(|i| i.report())
     }
 
     /// Closes what is still open at the end of the log.

@@ -1,8 +1,8 @@
-//! The plan builder's part that orders threads (see planner.rs's doc): thread starts and
+//! The plan builder's part that orders threads (see ../planner.rs's doc): thread starts and
 //! exits become Spawn and Join ops in the stream of a thread alive at that point (or the
 //! child's main thread's list), and an op another thread will wait for is flagged NOTIFY in
 //! place.
-use super::super::plan::*;
+use super::super::*;
 use super::{Planner, ThreadBuild};
 use recorder::{Event, Op};
 use std::os::unix::fs::FileExt;

@@ -1,12 +1,12 @@
 //! A replay thread: replays one recorded thread's ops straight into `shim_backend::{malloc,
-//! ...}`, starts and joins the threads the plan gives it (see planner.rs), and touches the
+//! ...}`, starts and joins the threads the plan gives it (see ../plan/planner.rs), and touches the
 //! memory it gets as the chosen `--touch` says.
 //!
 //! What it spends on itself between calls is kept small and out of the timed stretch: one
 //! call in [`Shared::time_mask`]+1 is timed (two clock reads around the call alone), slop
 //! comes from the plan, and the counters the sampler reads are updated every 1024 ops.
 use super::measure::Progress;
-use super::plan::{self, Action, PlanOp, ThreadPlan};
+use crate::replay::plan::{self, Action, PlanOp, ThreadPlan};
 use super::sync;
 use recorder::clock;
 use std::cell::UnsafeCell;
@@ -46,7 +46,7 @@ impl Touch {
 }
 
 /// One block of the replay: the pointer the backend returned for it, and the counter of its
-/// NOTIFY ops that orders threads (see planner.rs and sync.rs).
+/// NOTIFY ops that orders threads (see ../plan/planner.rs and sync.rs).
 #[derive(Default)]
 pub struct Slot {
     pub ptr: AtomicUsize,

@@ -3,7 +3,7 @@
 //! Each object is opened once, from `--binaries DIR` (by its file name) or where the log
 //! says it was; each address is resolved once (a cache), so a large log's stacks cost one
 //! lookup per distinct frame.
-use crate::sites::collect::Mapping;
+use super::collect::Mapping;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 

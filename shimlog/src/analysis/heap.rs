@@ -2,18 +2,8 @@
 //!
 //! Memory is proportional to the blocks live at once (33 bytes per block with its key and
 //! control byte, in a table at most half full, tombstones included), never to the number of events.
-use super::blocks::BlockTable;
+use super::blocks::{Block, BlockTable};
 use super::classes::SizeTable;
-
-/// A live block: when and by which thread it was made, its size (an id of the shared
-/// [`super::classes::SizeTable`]) and how many allocations the process had made before it.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Block {
-    pub ts_ns: u64,
-    pub alloc_index: u64,
-    pub size_id: u32,
-    pub thread: u32,
-}
 
 #[derive(Default)]
 pub struct Heap {

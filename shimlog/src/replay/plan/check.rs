@@ -1,6 +1,6 @@
 //! Tests of the plan builder: random hand-offs between threads, executed by a simulator.
-use super::plan::*;
-use super::planner::LOCAL_FREE_MAX;
+use super::planner::{build, LOCAL_FREE_MAX};
+use super::*;
 use recorder::{LogReader, Op};
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,8 @@
 //! per-process states at the end. What depends on the moment (live bytes, their peak, the
 //! blocks live per size at that peak, RSS) is followed while the logs are read together in
 //! one time order (CLOCK_MONOTONIC, which all processes of a machine share): each
-//! process's analysis tells a [`Follow`] of every block made and freed.
+//! process's analysis tells a [`Follow`] of every block made and freed: [`Alone`] for a
+//! log read on its own, the [`Tracker`] of the total for several.
 use super::memory::Memory;
 use super::sizes::Sizes;
 

@@ -1,5 +1,5 @@
 //! The replay's results as they travel from a child to the parent and out as `--json`.
-use super::measure::{Percentiles, RssSample, SlopClass};
+use super::run::measure::{Percentiles, RssSample, SlopClass};
 use super::plan::{PlanMeta, Skipped};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

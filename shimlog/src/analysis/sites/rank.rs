@@ -1,13 +1,13 @@
-//! Ranking the call sites for `shimlog stats`: by bytes allocated, by calls, by bytes live
-//! at the heap's peak, by bytes never freed, by time inside the allocator, and the slow
-//! calls (by their time). A site is a function (the first frame past the allocation wrappers); its totals
-//! add up every stack that ends there. In sample mode they are estimates: each sampled
-//! allocation of s bytes stands for 1 / (1 - exp(-s / mean)) of its kind.
-use super::Profile;
-use crate::stats::units;
+//! Ranking the call sites for a section (`shimlog stats`, `shimlog report`; stats/sites.rs
+//! prints them): by bytes allocated, by calls, by bytes live at the heap's peak, by bytes
+//! never freed, by time inside the allocator, and the slow calls (by their time). A site is
+//! a function (the first frame past the allocation wrappers); its totals add up every stack
+//! that ends there. In sample mode they are estimates: each sampled allocation of s bytes
+//! stands for 1 / (1 - exp(-s / mean)) of its kind.
+use super::profile::{site_frame, Profile};
+use super::symbols::Frame;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::io::{self, Write};
 
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct SiteRow {
@@ -60,7 +60,7 @@ pub struct SitesReport {
     pub issues: Vec<String>,
 }
 
-fn frame_text(f: &crate::symbols::Frame) -> String {
+fn frame_text(f: &Frame) -> String {
     match (&f.file, f.line) {
         (Some(file), Some(l)) => format!("{} ({}:{l})", f.function, short(file)),
         _ => format!("{} ({})", f.function, f.object),
@@ -75,7 +75,7 @@ impl SitesReport {
     pub fn of(p: &Profile, top: usize) -> SitesReport {
         let mut rows: FxHashMap<(String, String), (SiteRow, f64, [f64; 6])> = FxHashMap::default();
         for (&id, t) in &p.c.sites {
-            let (function, object, location) = match super::site_frame(p, id) {
+            let (function, object, location) = match site_frame(p, id) {
                 Some(f) => (f.function.clone(), f.object.clone(), f.file.as_ref().map(|file| match f.line {
                     Some(l) => format!("{}:{l}", short(file)),
                     None => short(file).to_string(),
@@ -143,62 +143,4 @@ impl SitesReport {
             issues: p.issues.clone(),
         }
     }
-}
-
-/// The human report's section.
-pub fn write_text(w: &mut dyn Write, s: &SitesReport) -> io::Result<()> {
-    writeln!(w)?;
-    let how = match s.sample_bytes {
-        Some(m) => format!("sampled every {} on average: totals are estimates (each sample weighted 1 / (1 - exp(-size / mean)))", units::bytes(m)),
-        None if s.mode == "all" => "every allocation".to_string(),
-        None => "slow calls only".to_string(),
-    };
-    writeln!(w, "Call sites (SHIM_STACKS={}, {how}; {} stacks, unwound by {})", s.mode, units::count(s.stacks), s.unwind)?;
-    for i in &s.issues {
-        writeln!(w, "   note: {i}")?;
-    }
-    let est = if s.estimated { "~" } else { "" };
-    type Col = (&'static str, fn(&SiteRow) -> String);
-    let list = |w: &mut dyn Write, title: &str, rows: &[SiteRow], cols: &[Col]| -> io::Result<()> {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        writeln!(w, "   {title}")?;
-        let width = rows.iter().map(|r| r.function.chars().count()).max().unwrap_or(4).clamp(4, 60);
-        write!(w, "      {:<width$}", "site")?;
-        for (h, _) in cols {
-            write!(w, "  {h:>12}")?;
-        }
-        writeln!(w, "  where")?;
-        for r in rows {
-            let name: String = r.function.chars().take(width).collect();
-            write!(w, "      {name:<width$}")?;
-            for (_, f) in cols {
-                write!(w, "  {:>12}", f(r))?;
-            }
-            writeln!(w, "  {}", r.location.clone().unwrap_or_else(|| r.object.clone()))?;
-        }
-        Ok(())
-    };
-    if s.mode != "slow" {
-        writeln!(w, "   allocated {est}{} in {est}{} calls; live at the peak ({} at {}) {est}{}; never freed {est}{}",
-            units::bytes(s.total_alloc_bytes), units::count(s.total_alloc_calls), units::bytes(s.peak_bytes),
-            units::at(s.peak_at_ns), units::bytes(s.total_live_at_peak_bytes), units::bytes(s.total_leaked_bytes))?;
-        list(w, "by bytes allocated", &s.by_bytes, &[("bytes", |r| units::bytes(r.alloc_bytes)), ("calls", |r| units::count(r.alloc_calls))])?;
-        list(w, "by calls", &s.by_calls, &[("calls", |r| units::count(r.alloc_calls)), ("bytes", |r| units::bytes(r.alloc_bytes))])?;
-        list(w, "live at the peak", &s.live_at_peak, &[("bytes", |r| units::bytes(r.live_at_peak_bytes)), ("blocks", |r| units::count(r.live_at_peak_objects))])?;
-        list(w, "never freed", &s.leaked, &[("bytes", |r| units::bytes(r.leaked_bytes)), ("blocks", |r| units::count(r.leaked_objects))])?;
-        list(w, "time inside the allocator (timed calls)", &s.by_time, &[("time", |r| units::ns(r.timed_ns)), ("timed calls", |r| units::count(r.timed_calls))])?;
-    }
-    list(w, "slow calls", &s.slow, &[("slow calls", |r| units::count(r.slow_calls)), ("time", |r| units::ns(r.slow_ns))])?;
-    if s.slow.is_empty() && s.mode == "slow" {
-        writeln!(w, "   no slow calls")?;
-    }
-    if let Some(r) = s.slow.first() {
-        writeln!(w, "   slowest site's stack:")?;
-        for f in &r.stack {
-            writeln!(w, "      {f}")?;
-        }
-    }
-    Ok(())
 }

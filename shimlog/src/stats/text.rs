@@ -1,6 +1,6 @@
 //! The human report: for each section a heading and a few aligned tables with units.
 //! Everything here is rendered from [`Section`], the same data `--json` prints.
-use super::section::Section;
+use crate::analysis::Section;
 use super::units::{at, bytes, count, ns, pct, rate};
 use std::io::{self, Write};
 
@@ -77,7 +77,7 @@ fn section(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     memory(w, s)?;
     latency(w, s)?;
     if let Some(r) = &s.sites {
-        crate::sites::write_text(w, r)?;
+        super::sites::write_text(w, r)?;
     }
     Ok(())
 }
@@ -500,7 +500,7 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    super::slop::ratio(a, b)
+    crate::analysis::ratio(a, b)
 }
 
 /// "the program's own jemalloc 5.3.0 (unprefixed, in the executable), recorded".
