@@ -173,29 +173,41 @@ fn a_live_process_file_is_never_touched() {
         let status = c.wait().unwrap();
         assert!(status.success(), "long process {pid}: {status}");
         let n: u64 = stdout.trim().strip_prefix("calls ").and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{stdout:?}"));
-        let log = log_of(logs.path(), pid);
-        let r = LogReader::open(log.to_str().unwrap()).unwrap();
-        assert_eq!(r.ending, Ending::Exit { call: "exit", status: 0 }, "{}", log.display());
-        let got = r.events().filter(|e| e.op.is_alloc_family()).count() as u64;
-        assert!(got >= n && got <= n + RUNTIME_SLACK, "{}: {got} calls logged, the program made {n}", log.display());
+        assert_whole(&log_of(logs.path(), pid), n, "long process");
         assert!(!Path::new(&f).exists(), "{f}: left after a clean exit");
     }
 }
 
-#[test]
-fn a_dead_process_whose_log_is_gone_has_its_file_removed_with_one_line() {
+/// A dead process whose log was deleted, then a process that starts beside it on the
+/// default SHIM_INFLIGHT_MAX (reclaiming is on unless turned off), with `env` set: its output,
+/// the dead file's path, and the directories (kept alive).
+fn orphan_then_start(env: &[(&str, &str)]) -> (Output, String, TempDir, TempDir) {
     let base = private_inflight_base();
     let logs = tempfile::tempdir().unwrap();
-    let dead = dead_files(1, logs.path(), base.path());
-    let (log, file) = &dead[0];
+    let (log, file) = dead_files(1, logs.path(), base.path()).remove(0);
     std::fs::remove_file(log).unwrap();
-    // The default SHIM_INFLIGHT_MAX: reclaiming is on unless turned off.
-    let out = run(canary(&["live", "300"], logs.path(), base.path(), "", "glibc"));
+    let mut c = canary(&["live", "300"], logs.path(), base.path(), "", "glibc");
+    c.envs(env.iter().copied());
+    let out = run(c);
     out.assert_success("the process that reclaims");
-    assert!(!Path::new(file).exists(), "{file}: still there");
+    assert!(!Path::new(&file).exists(), "{file}: still there");
+    (out, file, base, logs)
+}
+
+/// The log at `log` was closed by exit(0) and holds the `n` calls the program made.
+fn assert_whole(log: &Path, n: u64, what: &str) {
+    let r = LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{what}: {}: {e}", log.display()));
+    assert_eq!(r.ending, Ending::Exit { call: "exit", status: 0 }, "{what}: {}", log.display());
+    let got = r.events().filter(|e| e.op.is_alloc_family()).count() as u64;
+    assert!(got >= n && got <= n + RUNTIME_SLACK, "{what}: {}: {got} calls logged, the program made {n}", log.display());
+}
+
+#[test]
+fn a_dead_process_whose_log_is_gone_has_its_file_removed_with_one_line() {
+    let (out, file, _base, _logs) = orphan_then_start(&[]);
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("in-flight")).collect();
     assert_eq!(lines.len(), 1, "stderr:\n{}", out.stderr);
-    assert!(lines[0].contains(file.as_str()) && lines[0].contains("is gone") && lines[0].starts_with("shim: "), "{}", lines[0]);
+    assert!(lines[0].contains(&file) && lines[0].contains("is gone") && lines[0].starts_with("shim: "), "{}", lines[0]);
 }
 
 #[test]
@@ -254,11 +266,7 @@ fn reclaiming_beside_a_fork() {
         let child: u32 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
         let child_calls: u64 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
         for (pid, n) in [(out.pid, calls(&out)), (child, child_calls)] {
-            let log = log_of(logs.path(), pid);
-            let r = LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{b}: {}: {e}", log.display()));
-            assert_eq!(r.ending, Ending::Exit { call: "exit", status: 0 }, "{b}: {}", log.display());
-            let got = r.events().filter(|e| e.op.is_alloc_family()).count() as u64;
-            assert!(got >= n && got <= n + RUNTIME_SLACK, "{b}: {}: {got} calls logged, the program made {n}", log.display());
+            assert_whole(&log_of(logs.path(), pid), n, b);
         }
         let left: Vec<String> = inflight_files(base.path()).into_iter().map(|f| f.0).collect();
         let newest: Vec<String> = dead[8..].iter().map(|d| d.1.clone()).collect();
@@ -274,17 +282,8 @@ fn reclaiming_beside_a_fork() {
 /// (`shimlog stats` shows it), not a line on the program's stderr.
 #[test]
 fn with_a_watch_log_the_removal_is_in_it() {
-    let base = private_inflight_base();
-    let logs = tempfile::tempdir().unwrap();
-    let dead = dead_files(1, logs.path(), base.path());
-    let (log, file) = &dead[0];
-    std::fs::remove_file(log).unwrap();
+    let (out, file, _base, logs) = orphan_then_start(&[("SHIM_WINDOW", "100ms")]);
     let dead_pid: u64 = file.rsplit('/').next().and_then(|n| n.split('-').next()).and_then(|p| p.parse().ok()).unwrap();
-    let mut c = canary(&["live", "300"], logs.path(), base.path(), "", "glibc");
-    c.env("SHIM_WINDOW", "100ms");
-    let out = run(c);
-    out.assert_success("the process that reclaims, with windows");
-    assert!(!Path::new(file).exists(), "{file}: still there");
     assert!(!out.stderr.contains("in-flight"), "the line went to stderr:\n{}", out.stderr);
     let watch = list_files(logs.path())
         .into_iter()
