@@ -9,7 +9,7 @@
 //! a live process's file is never touched. A dead file whose records cannot be put in its
 //! log (the log gone, or not writable) is removed, with one line saying so (the shim: in its
 //! watch log when it has one, else on stderr).
-use crate::recover::{claim, NotRecovered, Recovered};
+use crate::recover::{claim, pid_in_name, NotRecovered, Recovered};
 use crate::window_event::{INFLIGHT_EMPTY, INFLIGHT_LOG_GONE, INFLIGHT_LOG_UNWRITABLE};
 use std::os::unix::fs::MetadataExt;
 
@@ -96,8 +96,7 @@ pub fn reclaim(path: &str) -> Outcome {
         // No header, its process gone: nothing in it to recover.
         Err(NotRecovered::Failed(m)) => {
             let _ = std::fs::remove_file(path);
-            let pid = path.rsplit('/').next().and_then(|n| n.split_once('-')).and_then(|(p, _)| p.parse().ok()).unwrap_or(0);
-            return Outcome::Removed { why: INFLIGHT_EMPTY, pid, line: m };
+            return Outcome::Removed { why: INFLIGHT_EMPTY, pid: pid_in_name(path).unwrap_or(0), line: m };
         }
     };
     if let Err(NotRecovered::Untouched(m)) = c.readable() {
@@ -182,6 +181,25 @@ mod tests {
         assert!(matches!(reclaim(&paths[1]), Outcome::Left(_)));
         assert!(std::path::Path::new(&paths[1]).exists());
         drop(f);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A file being created (no header yet, its lock not yet taken) whose name's pid runs is
+    /// left alone; the same file of a pid that is gone is removed.
+    #[test]
+    fn a_file_being_made_is_left_alone() {
+        let d = std::env::temp_dir().join(format!("reclaim-new-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let mine = d.join(format!("{}-1.inflight", std::process::id()));
+        std::fs::write(&mine, b"").unwrap();
+        let mine = mine.to_str().unwrap();
+        assert!(!dead(mine));
+        assert!(matches!(reclaim(mine), Outcome::Left(_)));
+        assert!(std::path::Path::new(mine).exists());
+        let gone = dead_file(&d, 1, 0, 0);
+        assert!(dead(&gone));
+        assert!(matches!(reclaim(&gone), Outcome::Removed { .. }));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -200,7 +200,7 @@ pub fn inflight_of(log: &str) -> String {
 }
 
 /// The pid an in-flight file's name starts with (`PID-START.inflight`), if it does.
-fn pid_in_name(path: &str) -> Option<u32> {
+pub(crate) fn pid_in_name(path: &str) -> Option<u32> {
     let name = path.rsplit('/').next()?;
     name.split_once('-')?.0.parse().ok()
 }
