@@ -23,11 +23,6 @@ pub struct ProcessInfo {
     pub page_faults: usize,
 }
 
-unsafe extern "C" {
-    // mimalloc.h's, not bound by libmimalloc-sys.
-    fn mi_stats_merge();
-}
-
 static PEAK_COMMIT: AtomicUsize = AtomicUsize::new(0);
 
 /// The process's resident bytes now, from /proc/self/statm (read into a stack buffer).
@@ -188,19 +183,16 @@ pub unsafe fn stats_print_out(b: Backend, out: OutputFun, arg: *mut c_void) {
     }
 }
 
-/// `mi_stats_reset()` and `mi_stats_merge()`: the shim's mimalloc's own; other backends'
-/// statistics are not reset.
+/// `mi_stats_reset()`: the shim's mimalloc's own; other backends' statistics are not reset.
 pub fn stats_reset(b: Backend) {
     if b == Backend::Mimalloc {
         unsafe { libmimalloc_sys::mi_stats_reset() };
     }
 }
 
-pub fn stats_merge(b: Backend) {
-    if b == Backend::Mimalloc {
-        unsafe { mi_stats_merge() };
-    }
-}
+/// `mi_stats_merge()`: nothing to do (mimalloc 3 merges its threads' statistics itself and
+/// no longer defines it; the other backends keep process-wide figures).
+pub fn stats_merge(_: Backend) {}
 
 #[cfg(test)]
 mod tests {
