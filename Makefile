@@ -18,6 +18,8 @@ BACKEND ?= jemalloc
 OWN      := target/ownalloc
 OWNBIN   := $(OWN)/bin
 VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
+# A Rust program that reads jemalloc's statistics with tikv-jemalloc-ctl (its own workspace too).
+JECTL_SRC := workloads/jectl/Cargo.toml workloads/jectl/Cargo.lock $(wildcard workloads/jectl/src/*.rs)
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
@@ -56,7 +58,13 @@ $(OWNBIN)/validator-mi: $(VALIDATOR_SRC)
 $(OWNBIN)/validator-sys: $(VALIDATOR_SRC)
 	$(call validator_build,,system)
 
-ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys
+$(OWNBIN)/jectl: $(JECTL_SRC)
+	@mkdir -p $(OWNBIN)
+	flock $(OWN)/cargo.lock sh -c '$(CARGO) build --release --manifest-path workloads/jectl/Cargo.toml \
+	  --target-dir $(OWN)/cargo && cp $(OWN)/cargo/release/jectl $@.tmp'
+	mv $@.tmp $@
+
+ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys $(OWNBIN)/jectl
 	bash tests/ownalloc/build.sh
 
 demo: build $(DEMO)/demo $(OWNBIN)/validator-je
