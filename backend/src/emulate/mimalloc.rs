@@ -25,49 +25,47 @@ pub struct ProcessInfo {
 
 static PEAK_COMMIT: AtomicUsize = AtomicUsize::new(0);
 
-/// The process's resident bytes now, from /proc/self/statm (read into a stack buffer).
-pub(crate) fn rss_now() -> usize {
-    let mut buf = [0u8; 128];
+/// Reads a small /proc file into `buf` (no allocation); what it holds, empty on failure.
+fn read_proc<'a>(path: &core::ffi::CStr, buf: &'a mut [u8]) -> &'a [u8] {
     let n = unsafe {
-        let fd = libc::open(c"/proc/self/statm".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            return 0;
+            return &buf[..0];
         }
         let n = libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len());
         libc::close(fd);
         n
     };
-    let text = &buf[..n.max(0) as usize];
-    // "size resident shared ...", in pages.
-    let resident = text.split(|&c| c == b' ').nth(1).unwrap_or(b"0");
-    let pages = resident.iter().take_while(|c| c.is_ascii_digit()).fold(0usize, |v, &c| v * 10 + (c - b'0') as usize);
-    pages * super::page_size()
+    &buf[..n.max(0) as usize]
+}
+
+/// The leading decimal digits of `field`.
+fn number(field: &[u8]) -> u64 {
+    field.iter().take_while(|c| c.is_ascii_digit()).fold(0u64, |v, &c| v.saturating_mul(10).saturating_add((c - b'0') as u64))
+}
+
+/// The process's resident bytes now, from /proc/self/statm ("size resident shared ...", in
+/// pages).
+pub(crate) fn rss_now() -> usize {
+    let mut buf = [0u8; 128];
+    let text = read_proc(c"/proc/self/statm", &mut buf);
+    number(text.split(|&c| c == b' ').nth(1).unwrap_or(b"0")) as usize * super::page_size()
 }
 
 /// Milliseconds since the process started (its start time in /proc/self/stat against the
 /// boot clock), as mimalloc counts from its start-up.
 fn elapsed_msecs() -> usize {
     let mut buf = [0u8; 1024];
-    let n = unsafe {
-        let fd = libc::open(c"/proc/self/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return 0;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len());
-        libc::close(fd);
-        n
-    };
-    let text = &buf[..n.max(0) as usize];
+    let text = read_proc(c"/proc/self/stat", &mut buf);
     // Fields after the command name (which may hold spaces) start after the last ')';
     // starttime is field 22, the 20th after it.
     let Some(close) = text.iter().rposition(|&c| c == b')') else { return 0 };
     let Some(start) = text[close + 1..].split(|&c| c == b' ').filter(|f| !f.is_empty()).nth(19) else { return 0 };
-    let ticks = start.iter().take_while(|c| c.is_ascii_digit()).fold(0u64, |v, &c| v * 10 + (c - b'0') as u64);
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let mut now: libc::timespec = unsafe { core::mem::zeroed() };
     unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };
     let now_ms = now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000;
-    now_ms.saturating_sub(ticks * 1000 / hz) as usize
+    now_ms.saturating_sub(number(start) * 1000 / hz) as usize
 }
 
 /// `mi_process_info`'s figures under backend `b`.
