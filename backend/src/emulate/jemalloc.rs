@@ -914,6 +914,35 @@ mod tests {
     }
 
     #[test]
+    fn bad_input_is_an_error_not_a_crash() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = 0usize;
+        let mut l = 8usize;
+        let vp = &mut v as *mut _ as *mut c_void;
+        unsafe {
+            assert_eq!(mallctl(B, core::ptr::null(), vp, &mut l, null_mut(), 0), ENOENT);
+            let mut mib = [0usize; 4];
+            assert_eq!(nametomib(B, c"stats.allocated".as_ptr(), mib.as_mut_ptr(), null_mut()), EINVAL);
+            assert_eq!(nametomib(B, core::ptr::null(), mib.as_mut_ptr(), &mut l), ENOENT);
+            assert_eq!(bymib(B, core::ptr::null(), 3, vp, &mut l, null_mut(), 0), ENOENT);
+            assert_eq!(bymib(B, mib.as_ptr(), 0, vp, &mut l, null_mut(), 0), ENOENT);
+            // A name of many elements, and a huge index.
+            assert_eq!(mallctl(B, c"a.b.c.d.e.f.g.h.i.j".as_ptr(), vp, &mut l, null_mut(), 0), ENOENT);
+            assert_eq!(mallctl(B, c"stats.arenas.99999999999999999999999.pactive".as_ptr(), vp, &mut l, null_mut(), 0), ENOENT);
+            // Settings that cannot be taken: jemalloc's error for a failed operation.
+            let on = true;
+            assert_eq!(mallctl(B, c"background_thread".as_ptr(), null_mut(), null_mut(), &on as *const _ as *mut c_void, 1), EFAULT);
+            let off = false;
+            assert_eq!(mallctl(B, c"background_thread".as_ptr(), null_mut(), null_mut(), &off as *const _ as *mut c_void, 1), 0);
+            assert_eq!(mallctl(B, c"thread.tcache.enabled".as_ptr(), null_mut(), null_mut(), &off as *const _ as *mut c_void, 1), EFAULT);
+            let mut ind = 0u32;
+            let mut il = 4usize;
+            assert_eq!(mallctl(B, c"arenas.create".as_ptr(), &mut ind as *mut _ as *mut c_void, &mut il, null_mut(), 0), EAGAIN);
+            assert_eq!(mallctl(B, c"opt.tcache".as_ptr(), null_mut(), null_mut(), &on as *const _ as *mut c_void, 1), EPERM);
+        }
+    }
+
+    #[test]
     fn strtoumax_is_jemallocs() {
         let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         assert_eq!(strtoumax(b"4096"), 4096);

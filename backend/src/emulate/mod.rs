@@ -181,8 +181,8 @@ static SEEN_HASHES: [AtomicU64; SEEN] = [const { AtomicU64::new(0) }; SEEN];
 
 /// One line on stderr the first time `api`'s `name` meets `trouble`: at most one per cause
 /// (the cause is the API, the name and the trouble), never one per call; after 64 causes
-/// nothing more is said.
-pub fn say_once(api: &str, name: &[u8], trouble: Trouble, b: Backend) {
+/// nothing more is said. True when it spoke.
+pub fn say_once(api: &str, name: &[u8], trouble: Trouble, b: Backend) -> bool {
     // FNV-1a of the cause, never 0 (the empty slot).
     let mut h: u64 = 0xcbf29ce484222325;
     for &c in api.as_bytes().iter().chain(name).chain(&[trouble as u8]) {
@@ -192,11 +192,11 @@ pub fn say_once(api: &str, name: &[u8], trouble: Trouble, b: Backend) {
     for slot in &SEEN_HASHES {
         match slot.compare_exchange(0, h, Relaxed, Relaxed) {
             Ok(_) => break,
-            Err(v) if v == h => return,
+            Err(v) if v == h => return false,
             Err(_) => {}
         }
         if core::ptr::eq(slot, &SEEN_HASHES[SEEN - 1]) {
-            return;
+            return false;
         }
     }
     let mut w = Buf::<400>::new();
@@ -212,6 +212,7 @@ pub fn say_once(api: &str, name: &[u8], trouble: Trouble, b: Backend) {
         ),
     };
     w.write_to_fd(2);
+    true
 }
 
 /// A fixed-size text buffer (no allocation); what does not fit is cut off.
@@ -255,6 +256,23 @@ impl<const N: usize> core::fmt::Write for Buf<N> {
         self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
         if n < s.len() { Err(core::fmt::Error) } else { Ok(()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let _serial = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
+        assert!(!say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
+        assert!(say_once("test_api", b"a.name", Trouble::CannotHonour, Backend::Glibc));
+        assert!(say_once("test_api", b"another", Trouble::UnknownName, Backend::Glibc));
+        // A name longer than a line is cut, not a crash.
+        let long = [b'x'; 5000];
+        assert!(say_once("test_api", &long, Trouble::UnknownName, Backend::Glibc));
     }
 }
 
