@@ -188,6 +188,16 @@ pub fn stats_reset(b: Backend) {
     }
 }
 
+/// `mi_collect(force)`: the shim's mimalloc's own; with another backend, forced, memory back
+/// to the system (jemalloc's `arena.<i>.purge` above), else the thread's cache flushed.
+pub fn collect(b: Backend, force: bool) {
+    match (b, force) {
+        (Backend::Mimalloc, _) => unsafe { libmimalloc_sys::mi_collect(force) },
+        (_, true) => super::purge(b),
+        (_, false) => super::flush_thread_cache(b),
+    }
+}
+
 /// `mi_stats_merge()`: nothing to do (mimalloc 3 merges its threads' statistics itself and
 /// no longer defines it; the other backends keep process-wide figures).
 pub fn stats_merge(_: Backend) {}

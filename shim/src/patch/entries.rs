@@ -107,9 +107,11 @@ pub enum Kind {
     MiStatsReset0,
     /// mi_stats_merge()
     MiStatsMerge0,
+    /// mi_collect(force)
+    MiCollect1,
 }
 
-pub const KINDS: usize = Kind::MiStatsMerge0 as usize + 1;
+pub const KINDS: usize = Kind::MiCollect1 as usize + 1;
 
 use Kind::*;
 
@@ -229,6 +231,7 @@ pub const MIMALLOC: &[(&str, Kind)] = &[
     ("mi_stats_print", MiStatsPrint1),
     ("mi_stats_reset", MiStatsReset0),
     ("mi_stats_merge", MiStatsMerge0),
+    ("mi_collect", MiCollect1),
 ];
 
 /// The C++ allocation operators (Itanium names), part of an allocator that defines them

@@ -624,6 +624,13 @@ extern "C" fn mi_stats_print1<const S: usize>(out: OutputFun) {
     orig!(MiStatsPrint1, S, (OutputFun) -> (), (out))
 }
 
+extern "C" fn mi_collect1<const S: usize>(force: bool) {
+    if switched() {
+        return emu::mimalloc::collect(be::selected(), force);
+    }
+    orig!(MiCollect1, S, (bool) -> (), (force))
+}
+
 /// The introspection calls that take nothing and return nothing: the backend's own action
 /// when switched, the original otherwise.
 macro_rules! action0 {
@@ -718,6 +725,7 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         MiStatsPrint1 => slots!(mi_stats_print1),
         MiStatsReset0 => slots!(mi_stats_reset0),
         MiStatsMerge0 => slots!(mi_stats_merge0),
+        MiCollect1 => slots!(mi_collect1),
     };
     all[slot]
 }
