@@ -19,9 +19,9 @@ OWN      := target/ownalloc
 OWNBIN   := $(OWN)/bin
 VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
 # A Rust program that reads jemalloc's statistics with tikv-jemalloc-ctl (its own workspace too).
-JECTL_SRC := workloads/jectl/Cargo.toml workloads/jectl/Cargo.lock $(wildcard workloads/jectl/src/*.rs)
+JECTL_SRC := workloads/jectl/Cargo.toml workloads/jectl/Cargo.lock $(wildcard workloads/jectl/src/*.rs) workloads/common/burst.rs
 # And one that reads mimalloc's (mi_process_info, mi_stats_print_out) on the mimalloc crate.
-MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildcard workloads/mistats/src/*.rs)
+MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildcard workloads/mistats/src/*.rs) workloads/common/burst.rs
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
