@@ -18,7 +18,10 @@ unsafe extern "C" {
 }
 
 /// glibc exports no `__libc_malloc_usable_size`; the real one is found once with
-/// dlsym(RTLD_NEXT) (the shim's own `malloc_usable_size` comes first in the lookup order).
+/// dlvsym(RTLD_NEXT) at glibc's version (the shim's own `malloc_usable_size` comes first in
+/// the lookup order, and a shared allocator the program links, Debian's libjemalloc.so.2,
+/// comes before libc with an unversioned one that would be handed glibc's blocks), then
+/// dlsym.
 static USABLE: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) fn init() {
@@ -26,7 +29,8 @@ pub(crate) fn init() {
         entry(i);
     }
     if USABLE.load(Relaxed) == 0 {
-        let f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) };
+        let f = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr(), c"GLIBC_2.2.5".as_ptr()) };
+        let f = if f.is_null() { unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) } } else { f };
         let f = if f.is_null() {
             unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc_usable_size".as_ptr()) }
         } else {
