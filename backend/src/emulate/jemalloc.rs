@@ -21,7 +21,7 @@ use super::{page_size, say_once, snapshot, Buf, Snapshot, Trouble};
 use crate::Backend;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use libc::{EAGAIN, EFAULT, EINVAL, ENOENT, EPERM};
-use std::sync::Mutex;
+use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 
 /// `MALLCTL_ARENAS_ALL`: the arena index that means all arenas merged.
 pub const ARENAS_ALL: usize = 4096;
@@ -386,34 +386,40 @@ impl Io {
     }
 }
 
-/// The statistics as of the last `epoch` write (jemalloc's ctl_refresh), per backend.
-struct Cache {
-    backend: Option<Backend>,
-    epoch: u64,
-    snap: Snapshot,
-}
-
-static CACHE: Mutex<Cache> = Mutex::new(Cache { backend: None, epoch: 0, snap: Snapshot {
-    allocated: 0,
-    active: 0,
-    metadata: 0,
-    resident: 0,
-    mapped: 0,
-    retained: 0,
-    dirty: 0,
-    muzzy: 0,
-} });
+/// The statistics as of the last `epoch` write (jemalloc's ctl_refresh): each figure an
+/// atomic of its own, with no lock (a fork in the middle of a refresh leaves the child a
+/// usable snapshot, never a held lock); two refreshes at once may mix their figures, each
+/// of them true.
+static FIGURES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// The backend the figures are of (`u8::MAX`: none yet).
+static FIGURES_OF: AtomicU8 = AtomicU8::new(u8::MAX);
 
 /// The snapshot of `b` and its epoch; `refresh`: a new one first (an `epoch` write). The
 /// first use takes one, as jemalloc's ctl_init does.
 fn cached(b: Backend, refresh: bool) -> (Snapshot, u64) {
-    let mut c = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if refresh || c.backend != Some(b) {
-        c.snap = snapshot(b);
-        c.backend = Some(b);
-        c.epoch += 1;
+    if refresh || FIGURES_OF.load(Acquire) != b as u8 {
+        let s = snapshot(b);
+        let v = [s.allocated, s.active, s.metadata, s.resident, s.mapped, s.retained, s.dirty, s.muzzy];
+        for (f, v) in FIGURES.iter().zip(v) {
+            f.store(v, Relaxed);
+        }
+        FIGURES_OF.store(b as u8, Release);
+        EPOCH.fetch_add(1, Release);
     }
-    (c.snap, c.epoch)
+    let epoch = EPOCH.load(Acquire);
+    let f = |i: usize| FIGURES[i].load(Relaxed);
+    let snap = Snapshot {
+        allocated: f(0),
+        active: f(1),
+        metadata: f(2),
+        resident: f(3),
+        mapped: f(4),
+        retained: f(5),
+        dirty: f(6),
+        muzzy: f(7),
+    };
+    (snap, epoch)
 }
 
 /// `version` under each backend: jemalloc's release, and who really serves.
@@ -710,13 +716,6 @@ mod tests {
     }
     unsafe fn real(name: &CStr, oldp: *mut c_void, oldlenp: *mut usize, newp: *mut c_void, newlen: usize) -> c_int {
         unsafe { je::mallctl(name.as_ptr(), oldp, oldlenp, newp, newlen) }
-    }
-
-    fn read_size(f: unsafe fn(&CStr, *mut c_void, *mut usize, *mut c_void, usize) -> c_int, name: &CStr) -> (c_int, usize) {
-        let mut v = 0usize;
-        let mut len = core::mem::size_of::<usize>();
-        let rc = unsafe { f(name, &mut v as *mut _ as *mut c_void, &mut len, null_mut(), 0) };
-        (rc, v)
     }
 
     /// Every name the emulation answers, with its C size (0: an action).
