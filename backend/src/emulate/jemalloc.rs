@@ -228,7 +228,7 @@ fn lookup(name: &[u8], mib: &mut [usize; MAX_DEPTH], cap: usize) -> Result<(Opti
     let cap = cap.min(MAX_DEPTH);
     let mut rest = name;
     let mut node = &ROOT;
-    for i in 0..cap {
+    for (i, slot) in mib.iter_mut().take(cap).enumerate() {
         let dot = rest.iter().position(|&c| c == b'.');
         let elm = &rest[..dot.unwrap_or(rest.len())];
         if i == 0 && elm.is_empty() {
@@ -237,7 +237,7 @@ fn lookup(name: &[u8], mib: &mut [usize; MAX_DEPTH], cap: usize) -> Result<(Opti
         node = match node {
             Named(children) => {
                 let Some(j) = children.iter().position(|(n, _)| n.as_bytes() == elm) else { return Err(ENOENT) };
-                mib[i] = j;
+                *slot = j;
                 &children[j].1
             }
             Indexed(ix, child) => {
@@ -245,7 +245,7 @@ fn lookup(name: &[u8], mib: &mut [usize; MAX_DEPTH], cap: usize) -> Result<(Opti
                 if index == u64::MAX || !ix.valid(index as usize) {
                     return Err(ENOENT);
                 }
-                mib[i] = index as usize;
+                *slot = index as usize;
                 child
             }
             Leaf(_) => return Err(ENOENT),
@@ -687,17 +687,17 @@ pub unsafe fn stats_print(b: Backend, write_cb: WriteCb, cbopaque: *mut c_void, 
     } else {
         let _ = write!(line, "___ Begin jemalloc statistics ___\nVersion: \"{ver}\"\n");
         emit(&mut line);
-        let _ = write!(line, "Emulated by the shim: {} serves this program's jemalloc calls\n", b.name());
+        let _ = writeln!(line, "Emulated by the shim: {} serves this program's jemalloc calls", b.name());
         emit(&mut line);
         let _ = write!(line, "Arenas: {NARENAS}\nPage size: {page}\n");
         emit(&mut line);
-        let _ = write!(
+        let _ = writeln!(
             line,
-            "Allocated: {}, active: {}, metadata: {} (n_thp 0), resident: {}, mapped: {}, retained: {}\n",
+            "Allocated: {}, active: {}, metadata: {} (n_thp 0), resident: {}, mapped: {}, retained: {}",
             s.allocated, s.active, s.metadata, s.resident, s.mapped, s.retained
         );
         emit(&mut line);
-        let _ = write!(line, "___ End jemalloc statistics ___\n");
+        let _ = writeln!(line, "___ End jemalloc statistics ___");
         emit(&mut line);
     }
 }

@@ -7,8 +7,11 @@ use super::{say_once, snapshot, Buf, Snapshot, Trouble};
 use crate::Backend;
 use core::ffi::{c_char, c_int, CStr};
 
+/// A property's figure from a snapshot.
+type Figure = fn(&Snapshot) -> usize;
+
 /// The numeric properties answered from another backend, and how.
-const PROPERTIES: &[(&str, fn(&Snapshot) -> usize)] = &[
+const PROPERTIES: &[(&str, Figure)] = &[
     ("generic.current_allocated_bytes", |s| s.allocated),
     ("generic.heap_size", |s| s.mapped + s.retained),
     ("generic.total_physical_bytes", |s| s.resident + s.metadata),
@@ -86,14 +89,14 @@ pub fn stats_text(b: Backend, buf: &mut [u8]) {
 fn write_stats(b: Backend, s: &Snapshot, w: &mut impl core::fmt::Write) {
     let mib = |v: usize| v as f64 / 1048576.0;
     let line = "------------------------------------------------\n";
-    let _ = write!(w, "{line}MALLOC: emulated by the shim: {} serves this program's tcmalloc calls\n", b.name());
+    let _ = writeln!(w, "{line}MALLOC: emulated by the shim: {} serves this program's tcmalloc calls", b.name());
     for (v, what, op) in [
         (s.allocated, "Bytes in use by application", " "),
         (s.dirty, "Bytes in page heap freelist", "+"),
         (s.mapped.saturating_sub(s.allocated + s.dirty), "Bytes in other caches", "+"),
         (s.retained, "Bytes released to OS (aka unmapped)", "+"),
     ] {
-        let _ = write!(w, "MALLOC: {op} {v:12} ({:7.1} MiB) {what}\n", mib(v));
+        let _ = writeln!(w, "MALLOC: {op} {v:12} ({:7.1} MiB) {what}", mib(v));
     }
     let heap = s.mapped + s.retained;
     let _ = write!(w, "MALLOC:   ------------\nMALLOC: = {heap:12} ({:7.1} MiB) Actual memory used (physical + swap)\n", mib(heap));
