@@ -18,6 +18,10 @@ BACKEND ?= jemalloc
 OWN      := target/ownalloc
 OWNBIN   := $(OWN)/bin
 VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
+# A Rust program that reads jemalloc's statistics with tikv-jemalloc-ctl (its own workspace too).
+JECTL_SRC := workloads/jectl/Cargo.toml workloads/jectl/Cargo.lock $(wildcard workloads/jectl/src/*.rs) workloads/common/burst.rs
+# And one that reads mimalloc's (mi_process_info, mi_stats_print_out) on the mimalloc crate.
+MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildcard workloads/mistats/src/*.rs) workloads/common/burst.rs
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
@@ -56,7 +60,21 @@ $(OWNBIN)/validator-mi: $(VALIDATOR_SRC)
 $(OWNBIN)/validator-sys: $(VALIDATOR_SRC)
 	$(call validator_build,,system)
 
-ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys
+# A small Rust program of its own workspace, built into $(OWNBIN): $(call own_crate,NAME).
+define own_crate
+	@mkdir -p $(OWNBIN)
+	flock $(OWN)/cargo.lock sh -c '$(CARGO) build --release --manifest-path workloads/$(1)/Cargo.toml \
+	  --target-dir $(OWN)/cargo && cp $(OWN)/cargo/release/$(1) $@.tmp'
+	mv $@.tmp $@
+endef
+
+$(OWNBIN)/jectl: $(JECTL_SRC)
+	$(call own_crate,jectl)
+
+$(OWNBIN)/mistats: $(MISTATS_SRC)
+	$(call own_crate,mistats)
+
+ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys $(OWNBIN)/jectl $(OWNBIN)/mistats
 	bash tests/ownalloc/build.sh
 
 demo: build $(DEMO)/demo $(OWNBIN)/validator-je

@@ -143,6 +143,15 @@ pub mod api {
         unsafe { je::mallctlnametomib(name, mibp, miblenp) }
     }
     /// # Safety
+    /// As jemalloc's `malloc_stats_print`.
+    pub unsafe fn malloc_stats_print(
+        write_cb: Option<unsafe extern "C" fn(*mut c_void, *const c_char)>,
+        cbopaque: *mut c_void,
+        opts: *const c_char,
+    ) {
+        unsafe { je::malloc_stats_print(write_cb, cbopaque, opts) }
+    }
+    /// # Safety
     /// As jemalloc's `mallctlbymib`.
     pub unsafe fn mallctlbymib(
         mib: *const usize,

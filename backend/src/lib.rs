@@ -9,6 +9,7 @@
 //! `valloc`, `pvalloc` and `reallocarray` are applied by the caller on top of them.
 
 pub mod glibc;
+pub mod emulate;
 pub mod introspect;
 mod jemalloc;
 pub use jemalloc::api as jemalloc_api;

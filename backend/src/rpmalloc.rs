@@ -46,6 +46,19 @@ pub(crate) fn init() {
     }
 }
 
+/// Gives the calling thread's caches back to rpmalloc's global cache (which frees what it
+/// cannot hold): rpmalloc has no other call that does, so the thread's heap is finalised
+/// with its caches released and set up again (its blocks stay valid: a finalised heap is
+/// handed to the next thread that starts, or back to this one).
+pub(crate) fn release_thread_caches() {
+    unsafe {
+        if rp::rpmalloc_is_thread_initialized() != 0 {
+            rpmalloc_thread_finalize(1);
+            rp::rpmalloc_thread_initialize();
+        }
+    }
+}
+
 #[inline(always)]
 fn thread() {
     if unsafe { rp::rpmalloc_is_thread_initialized() } == 0 {

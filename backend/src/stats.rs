@@ -88,6 +88,34 @@ pub(crate) fn tc_property(name: &core::ffi::CStr) -> Option<u64> {
     }
 }
 
+/// Sets a gperftools MallocExtension numeric property (false without tcmalloc, or when
+/// tcmalloc refuses it).
+pub(crate) fn tc_set_property(name: &core::ffi::CStr, value: usize) -> bool {
+    #[cfg(shim_tcmalloc)]
+    return crate::tcmalloc::set_property(name, value);
+    #[cfg(not(shim_tcmalloc))]
+    {
+        let _ = (name, value);
+        false
+    }
+}
+
+/// MallocExtension's statistics text into `buf`, NUL-terminated (empty without tcmalloc).
+pub(crate) fn tc_stats_text(buf: &mut [u8]) {
+    #[cfg(shim_tcmalloc)]
+    crate::tcmalloc::stats_text(buf);
+    #[cfg(not(shim_tcmalloc))]
+    if let Some(b) = buf.first_mut() {
+        *b = 0;
+    }
+}
+
+/// Releases the calling thread's tcmalloc cache (MallocExtension::MarkThreadIdle).
+pub(crate) fn tc_mark_thread_idle() {
+    #[cfg(shim_tcmalloc)]
+    crate::tcmalloc::mark_thread_idle();
+}
+
 pub(crate) fn tc_release() {
     #[cfg(shim_tcmalloc)]
     crate::tcmalloc::release();

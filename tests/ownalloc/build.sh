@@ -10,6 +10,12 @@
 #   cxx_static_tcmalloc        tcmalloc_prog.cc + gperftools' static libtcmalloc_minimal.a
 #   cxx_static_tcmalloc_ctor   cxx_static_tcmalloc linked with libctorblock.so
 #   unpatchable                unpatchable.c: its own malloc, and a free that is one `ret`
+#   c_je_stats_prefix          stats_prog.c -DAPI_JE -DJE_PREFIX + libjemalloc_je.a: reads its
+#                              jemalloc's statistics (mallctl) while it allocates, as Redis/Valkey
+#   c_je_stats_static          the same on the unprefixed libjemalloc.a
+#   c_je_stats_dynamic         the same linked with -ljemalloc (libjemalloc.so.2)
+#   c_tc_stats_static          stats_prog.c -DAPI_TC + libtcmalloc_minimal.a (MallocExtension)
+#   c_tc_stats_dynamic         the same linked with -ltcmalloc_minimal (libtcmalloc_minimal.so.4)
 #   validator-rjem-stripped    a stripped copy of validator-rjem (when that exists: `make
 #                              ownalloc` builds the validator variants first)
 #   validator-je-stripped      the same of validator-je (its malloc family still in .dynsym)
@@ -106,6 +112,30 @@ if stale "$bin/c_je_prefix" "$src/jemalloc_prog.c" "$je_pfx_a"; then
   $CC "${CFLAGS[@]}" -rdynamic -DJE_PREFIX -o "$bin/c_je_prefix" "$src/jemalloc_prog.c" "$je_pfx_a" "${JE_LIBS[@]}"
 fi
 
+# --- the statistics readers (stats_prog.c), on each way a program links jemalloc or tcmalloc.
+if stale "$bin/c_je_stats_prefix" "$src/stats_prog.c" "$je_pfx_a"; then
+  say c_je_stats_prefix
+  $CC "${CFLAGS[@]}" -rdynamic -DAPI_JE -DJE_PREFIX -o "$bin/c_je_stats_prefix" "$src/stats_prog.c" "$je_pfx_a" "${JE_LIBS[@]}"
+fi
+if stale "$bin/c_je_stats_static" "$src/stats_prog.c" "$je_a"; then
+  say c_je_stats_static
+  $CC "${CFLAGS[@]}" -DAPI_JE -o "$bin/c_je_stats_static" "$src/stats_prog.c" "$je_a" "${JE_LIBS[@]}"
+fi
+if stale "$bin/c_je_stats_dynamic" "$src/stats_prog.c"; then
+  say c_je_stats_dynamic
+  $CC "${CFLAGS[@]}" -DAPI_JE -o "$bin/c_je_stats_dynamic" "$src/stats_prog.c" -ljemalloc -pthread
+fi
+if stale "$bin/c_tc_stats_static" "$src/stats_prog.c" "$tc_a"; then
+  say c_tc_stats_static
+  # The C++ runtime for the archive's C++ code, linked by the C++ driver.
+  $CXX -O2 -g -pthread -x c -std=gnu11 -DAPI_TC -Wall -Wextra -c -o "$work/stats_prog_tc.o" "$src/stats_prog.c"
+  $CXX -O2 -g -pthread -o "$bin/c_tc_stats_static" "$work/stats_prog_tc.o" "$tc_a"
+fi
+if stale "$bin/c_tc_stats_dynamic" "$src/stats_prog.c"; then
+  say c_tc_stats_dynamic
+  $CC "${CFLAGS[@]}" -DAPI_TC -o "$bin/c_tc_stats_dynamic" "$src/stats_prog.c" -ltcmalloc_minimal -pthread
+fi
+
 # --- cxx_static_tcmalloc: malloc family, tc_* and operator new/delete in the executable.
 if stale "$bin/cxx_static_tcmalloc" "$src/tcmalloc_prog.cc" "$tc_a"; then
   say cxx_static_tcmalloc
@@ -157,3 +187,6 @@ defines c_je_prefix dynsym je_malloc je_free je_calloc je_realloc je_mallocx je_
 defines cxx_static_tcmalloc dynsym malloc free calloc realloc _Znwm _ZdlPv _ZdlPvm _ZnwmSt11align_val_t
 defines cxx_static_tcmalloc symtab tc_malloc tc_free
 defines unpatchable dynsym malloc free calloc realloc
+defines c_je_stats_prefix dynsym je_malloc je_free je_mallctl je_mallctlnametomib je_mallctlbymib je_malloc_stats_print
+defines c_je_stats_static symtab malloc free mallctl mallctlnametomib mallctlbymib malloc_stats_print
+defines c_tc_stats_static symtab tc_malloc MallocExtension_GetNumericProperty MallocExtension_GetStats MallocExtension_ReleaseFreeMemory MallocExtension_GetAllocatedSize

@@ -23,8 +23,12 @@ unsafe extern "C" {
     fn tc_version(major: *mut c_int, minor: *mut c_int, patch: *mut *const c_char) -> *const c_char;
     #[link_name = "shimtc_MallocExtension_GetNumericProperty"]
     fn get_numeric_property(name: *const c_char, value: *mut usize) -> c_int;
+    #[link_name = "shimtc_MallocExtension_SetNumericProperty"]
+    fn set_numeric_property(name: *const c_char, value: usize) -> c_int;
     #[link_name = "shimtc_MallocExtension_ReleaseFreeMemory"]
     fn release_free_memory();
+    #[link_name = "shimtc_MallocExtension_MarkThreadIdle"]
+    fn mark_thread_idle_c();
     #[link_name = "shimtc_MallocExtension_GetStats"]
     fn get_stats(buf: *mut c_char, len: c_int);
     /// tcmalloc.cc's static initialiser, deferred by build.rs.
@@ -98,9 +102,28 @@ pub(crate) fn property(name: &CStr) -> Option<u64> {
     (unsafe { get_numeric_property(name.as_ptr(), &mut v) } != 0).then_some(v as u64)
 }
 
+pub(crate) fn set_property(name: &CStr, value: usize) -> bool {
+    init();
+    unsafe { set_numeric_property(name.as_ptr(), value) != 0 }
+}
+
 pub(crate) fn release() {
     init();
     unsafe { release_free_memory() };
+}
+
+pub(crate) fn mark_thread_idle() {
+    init();
+    unsafe { mark_thread_idle_c() };
+}
+
+/// MallocExtension's human-readable statistics into `buf` (NUL-terminated).
+pub(crate) fn stats_text(buf: &mut [u8]) {
+    init();
+    if buf.is_empty() {
+        return;
+    }
+    unsafe { get_stats(buf.as_mut_ptr() as *mut c_char, buf.len().min(c_int::MAX as usize) as c_int) };
 }
 
 /// MallocExtension's human-readable statistics, written on stderr.

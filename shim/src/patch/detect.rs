@@ -202,6 +202,7 @@ fn maybe_entry(name: &str) -> bool {
         || b.starts_with(b"tc_")
         || b.starts_with(b"_Zn")
         || b.starts_with(b"_Zd")
+        || b.starts_with(b"MallocExtension_")
         || name.contains("alloc")
         || name.contains("free")
         || name.contains("memalign")

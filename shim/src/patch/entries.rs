@@ -80,9 +80,38 @@ pub enum Kind {
     CxxNewAligned2,
     /// operator new(size, align, nothrow)
     CxxNewAlignedNothrow3,
+    // Introspection, answered by the serving backend when switched (backend/src/emulate).
+    /// malloc_stats_print(write_cb, cbopaque, opts)
+    StatsPrint3,
+    /// MallocExtension_GetNumericProperty(name, *value) -> int
+    TcGetProperty2,
+    /// MallocExtension_SetNumericProperty(name, value) -> int
+    TcSetProperty2,
+    /// MallocExtension_GetStats(buf, len)
+    TcGetStats2,
+    /// MallocExtension_ReleaseFreeMemory()
+    TcRelease0,
+    /// MallocExtension_ReleaseToSystem(bytes)
+    TcReleaseToSystem1,
+    /// MallocExtension_MarkThreadIdle()
+    TcMarkIdle0,
+    /// tc_malloc_stats(): statistics on stderr
+    TcMallocStats0,
+    /// mi_process_info(8 out pointers)
+    MiProcessInfo8,
+    /// mi_stats_print_out(out, arg)
+    MiStatsPrintOut2,
+    /// mi_stats_print(out)
+    MiStatsPrint1,
+    /// mi_stats_reset()
+    MiStatsReset0,
+    /// mi_stats_merge()
+    MiStatsMerge0,
+    /// mi_collect(force)
+    MiCollect1,
 }
 
-pub const KINDS: usize = Kind::CxxNewAlignedNothrow3 as usize + 1;
+pub const KINDS: usize = Kind::MiCollect1 as usize + 1;
 
 use Kind::*;
 
@@ -117,6 +146,7 @@ pub const JEMALLOC: &[(&str, Kind)] = &[
     ("mallctl", Mallctl5),
     ("mallctlnametomib", Nametomib3),
     ("mallctlbymib", Bymib6),
+    ("malloc_stats_print", StatsPrint3),
 ];
 
 /// gperftools' tcmalloc (`tc_` names; the standard and C++ names are aliases of these).
@@ -153,6 +183,17 @@ pub const TCMALLOC: &[(&str, Kind)] = &[
     ("tc_deletearray_sized_aligned", FreeSized3),
     ("tc_delete_aligned_nothrow", Free3),
     ("tc_deletearray_aligned_nothrow", Free3),
+    ("tc_malloc_stats", TcMallocStats0),
+    // MallocExtension's C API (malloc_extension_c.h): the statistics, and the calls that take
+    // a block or a size, which must reach whoever serves the blocks.
+    ("MallocExtension_GetNumericProperty", TcGetProperty2),
+    ("MallocExtension_SetNumericProperty", TcSetProperty2),
+    ("MallocExtension_GetStats", TcGetStats2),
+    ("MallocExtension_ReleaseFreeMemory", TcRelease0),
+    ("MallocExtension_ReleaseToSystem", TcReleaseToSystem1),
+    ("MallocExtension_MarkThreadIdle", TcMarkIdle0),
+    ("MallocExtension_GetAllocatedSize", Usable1),
+    ("MallocExtension_GetEstimatedAllocatedSize", GoodSize1),
 ];
 
 /// mimalloc's API as C programs and the Rust `mimalloc` crate call it.
@@ -185,6 +226,12 @@ pub const MIMALLOC: &[(&str, Kind)] = &[
     ("mi_aligned_alloc", AlignedAlloc2),
     ("mi_valloc", Valloc1),
     ("mi_pvalloc", Pvalloc1),
+    ("mi_process_info", MiProcessInfo8),
+    ("mi_stats_print_out", MiStatsPrintOut2),
+    ("mi_stats_print", MiStatsPrint1),
+    ("mi_stats_reset", MiStatsReset0),
+    ("mi_stats_merge", MiStatsMerge0),
+    ("mi_collect", MiCollect1),
 ];
 
 /// The C++ allocation operators (Itanium names), part of an allocator that defines them

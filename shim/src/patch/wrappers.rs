@@ -14,6 +14,7 @@ use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use recorder::buffer::Args;
 use recorder::Op;
+use shim_backend::emulate::{self as emu, jemalloc::WriteCb, mimalloc::OutputFun};
 use shim_backend::{self as be, jemalloc_api as je, Backend};
 
 pub const SLOTS: usize = 8;
@@ -492,8 +493,9 @@ extern "C" fn nallocx2<const S: usize>(n: usize, flags: c_int) -> usize {
     orig!(Nallocx2, S, (usize, c_int) -> usize, (n, flags))
 }
 
-/// jemalloc's answer to a name it does not know.
-const ENOENT: c_int = libc::ENOENT;
+// ---- introspection (not recorded): when switched, the serving backend answers, in the
+// program's allocator's terms (the shim's jemalloc answers jemalloc's calls itself; the
+// other backends through shim_backend::emulate).
 
 extern "C" fn mallctl5<const S: usize>(
     name: *const c_char,
@@ -503,14 +505,26 @@ extern "C" fn mallctl5<const S: usize>(
     newlen: usize,
 ) -> c_int {
     if switched() {
-        return if is_je() { unsafe { je::mallctl(name, oldp, oldlenp, newp, newlen) } } else { ENOENT };
+        return unsafe {
+            if is_je() {
+                je::mallctl(name, oldp, oldlenp, newp, newlen)
+            } else {
+                emu::jemalloc::mallctl(be::selected(), name, oldp, oldlenp, newp, newlen)
+            }
+        };
     }
     orig!(Mallctl5, S, (*const c_char, *mut c_void, *mut usize, *mut c_void, usize) -> c_int, (name, oldp, oldlenp, newp, newlen))
 }
 
 extern "C" fn nametomib3<const S: usize>(name: *const c_char, mibp: *mut usize, miblenp: *mut usize) -> c_int {
     if switched() {
-        return if is_je() { unsafe { je::mallctlnametomib(name, mibp, miblenp) } } else { ENOENT };
+        return unsafe {
+            if is_je() {
+                je::mallctlnametomib(name, mibp, miblenp)
+            } else {
+                emu::jemalloc::nametomib(be::selected(), name, mibp, miblenp)
+            }
+        };
     }
     orig!(Nametomib3, S, (*const c_char, *mut usize, *mut usize) -> c_int, (name, mibp, miblenp))
 }
@@ -524,10 +538,117 @@ extern "C" fn bymib6<const S: usize>(
     newlen: usize,
 ) -> c_int {
     if switched() {
-        return if is_je() { unsafe { je::mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen) } } else { ENOENT };
+        return unsafe {
+            if is_je() {
+                je::mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen)
+            } else {
+                emu::jemalloc::bymib(be::selected(), mib, miblen, oldp, oldlenp, newp, newlen)
+            }
+        };
     }
     orig!(Bymib6, S, (*const usize, usize, *mut c_void, *mut usize, *mut c_void, usize) -> c_int, (mib, miblen, oldp, oldlenp, newp, newlen))
 }
+
+extern "C" fn stats_print3<const S: usize>(cb: WriteCb, arg: *mut c_void, opts: *const c_char) {
+    if switched() {
+        return unsafe {
+            if is_je() {
+                je::malloc_stats_print(cb, arg, opts)
+            } else {
+                emu::jemalloc::stats_print(be::selected(), cb, arg, opts)
+            }
+        };
+    }
+    orig!(StatsPrint3, S, (WriteCb, *mut c_void, *const c_char) -> (), (cb, arg, opts))
+}
+
+extern "C" fn tc_get_property2<const S: usize>(name: *const c_char, value: *mut usize) -> c_int {
+    if switched() {
+        return unsafe { emu::tcmalloc::get_numeric_property(be::selected(), name, value) };
+    }
+    orig!(TcGetProperty2, S, (*const c_char, *mut usize) -> c_int, (name, value))
+}
+
+extern "C" fn tc_set_property2<const S: usize>(name: *const c_char, value: usize) -> c_int {
+    if switched() {
+        return unsafe { emu::tcmalloc::set_numeric_property(be::selected(), name, value) };
+    }
+    orig!(TcSetProperty2, S, (*const c_char, usize) -> c_int, (name, value))
+}
+
+extern "C" fn tc_get_stats2<const S: usize>(buf: *mut c_char, len: c_int) {
+    if switched() {
+        return unsafe { emu::tcmalloc::get_stats(be::selected(), buf, len) };
+    }
+    orig!(TcGetStats2, S, (*mut c_char, c_int) -> (), (buf, len))
+}
+
+extern "C" fn tc_release_to_system1<const S: usize>(n: usize) {
+    if switched() {
+        return emu::tcmalloc::release_free_memory(be::selected());
+    }
+    orig!(TcReleaseToSystem1, S, (usize) -> (), (n))
+}
+
+extern "C" fn mi_process_info8<const S: usize>(
+    elapsed: *mut usize,
+    user: *mut usize,
+    system: *mut usize,
+    rss: *mut usize,
+    peak_rss: *mut usize,
+    commit: *mut usize,
+    peak_commit: *mut usize,
+    faults: *mut usize,
+) {
+    if switched() {
+        return unsafe {
+            emu::mimalloc::process_info_c(be::selected(), elapsed, user, system, rss, peak_rss, commit, peak_commit, faults)
+        };
+    }
+    orig!(MiProcessInfo8, S, (*mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize) -> (), (elapsed, user, system, rss, peak_rss, commit, peak_commit, faults))
+}
+
+extern "C" fn mi_stats_print_out2<const S: usize>(out: OutputFun, arg: *mut c_void) {
+    if switched() {
+        return unsafe { emu::mimalloc::stats_print_out(be::selected(), out, arg) };
+    }
+    orig!(MiStatsPrintOut2, S, (OutputFun, *mut c_void) -> (), (out, arg))
+}
+
+/// mi_stats_print(out): `out` is an output function (mimalloc's old signature takes it as
+/// `void*`).
+extern "C" fn mi_stats_print1<const S: usize>(out: OutputFun) {
+    if switched() {
+        return unsafe { emu::mimalloc::stats_print_out(be::selected(), out, core::ptr::null_mut()) };
+    }
+    orig!(MiStatsPrint1, S, (OutputFun) -> (), (out))
+}
+
+extern "C" fn mi_collect1<const S: usize>(force: bool) {
+    if switched() {
+        return emu::mimalloc::collect(be::selected(), force);
+    }
+    orig!(MiCollect1, S, (bool) -> (), (force))
+}
+
+/// The introspection calls that take nothing and return nothing: the backend's own action
+/// when switched, the original otherwise.
+macro_rules! action0 {
+    ($name:ident, $kind:ident, $action:expr) => {
+        extern "C" fn $name<const S: usize>() {
+            if switched() {
+                let act: fn(Backend) = $action;
+                return act(be::selected());
+            }
+            orig!($kind, S, () -> (), ())
+        }
+    };
+}
+action0!(tc_release0, TcRelease0, emu::tcmalloc::release_free_memory);
+action0!(tc_mark_idle0, TcMarkIdle0, emu::tcmalloc::mark_thread_idle);
+action0!(tc_malloc_stats0, TcMallocStats0, emu::tcmalloc::malloc_stats);
+action0!(mi_stats_reset0, MiStatsReset0, emu::mimalloc::stats_reset);
+action0!(mi_stats_merge0, MiStatsMerge0, emu::mimalloc::stats_merge);
 
 unsafe extern "C" {
     /// The C glue's throwing `operator new` wrappers, one per slot (cxx.c).
@@ -591,6 +712,20 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         CxxNewNothrow2 => slots!(cxx_new_nothrow2),
         CxxNewAligned2 => unsafe { shim_cxx_new_aligned_glue },
         CxxNewAlignedNothrow3 => slots!(cxx_new_aligned_nothrow3),
+        StatsPrint3 => slots!(stats_print3),
+        TcGetProperty2 => slots!(tc_get_property2),
+        TcSetProperty2 => slots!(tc_set_property2),
+        TcGetStats2 => slots!(tc_get_stats2),
+        TcRelease0 => slots!(tc_release0),
+        TcReleaseToSystem1 => slots!(tc_release_to_system1),
+        TcMarkIdle0 => slots!(tc_mark_idle0),
+        TcMallocStats0 => slots!(tc_malloc_stats0),
+        MiProcessInfo8 => slots!(mi_process_info8),
+        MiStatsPrintOut2 => slots!(mi_stats_print_out2),
+        MiStatsPrint1 => slots!(mi_stats_print1),
+        MiStatsReset0 => slots!(mi_stats_reset0),
+        MiStatsMerge0 => slots!(mi_stats_merge0),
+        MiCollect1 => slots!(mi_collect1),
     };
     all[slot]
 }
