@@ -127,6 +127,9 @@ def clean_env():
            if not (k.startswith("SHIM_") or k.startswith("MIMALLOC_") or k.startswith("HEAPTRACK")
                    or k in ("LD_PRELOAD", "MALLOC_CONF", "PYTHONMALLOC", "PYTHONHASHSEED"))}
     env["LC_ALL"] = "C"
+    # An in-flight directory of the bench's own: dead files other programs left in the user's
+    # (whose logs may be gone) are not the bench's to reclaim, nor lines in its runs' stderr.
+    env["SHIM_INFLIGHT_DIR"] = os.path.join("/dev/shm", f"shim-bench-{os.getuid()}")
     return env
 
 
