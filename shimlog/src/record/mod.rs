@@ -35,8 +35,15 @@ pub struct Target {
     command: Vec<OsString>,
 }
 
+/// What `record` and `run` exit with, for their help and man pages.
+const EXIT_STATUS: &str = "Exit status: the program's (128+N when signal N ended it, as a shell says it); \
+                           127: PROG not found; 126: PROG cannot be executed; 125: shimlog itself failed.";
+
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  shimlog record -- ./server --port 8080\n  shimlog record -o run1 --stacks sample -- make -j2\n  shimlog stats run1/*.shimlog")]
+#[command(
+    override_usage = "shimlog record [OPTIONS] -- PROG [ARGS]...",
+    after_help = record_help(),
+)]
 pub struct Args {
     /// The directory of the logs (default: a new shimlog-PROG-YYYYMMDD-HHMMSS in the current directory).
     /// It is created; one that exists must be empty.
@@ -52,12 +59,20 @@ pub struct Args {
 }
 
 #[derive(clap::Args)]
+#[command(override_usage = "shimlog run [--backend NAME] [--shim PATH] -- PROG [ARGS]...", after_help = EXIT_STATUS)]
 pub struct RunArgs {
     /// The allocator that serves every call.
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(settings::BACKENDS))]
     backend: Option<String>,
     #[command(flatten)]
     target: Target,
+}
+
+fn record_help() -> String {
+    format!(
+        "{EXIT_STATUS}\n\nExamples:\n  shimlog record -- ./server --port 8080\n  \
+         shimlog record -o run1 --stacks sample -- make -j2\n  shimlog stats run1/*.shimlog"
+    )
 }
 
 pub fn record(a: Args) -> Result<i32, String> {

@@ -114,7 +114,7 @@ fn arg(st: &'static Setting) -> Arg {
         .value_parser(parser)
         .allow_negative_numbers(true)
         .help(format!("{} [{}]", st.help, st.var))
-        .help_heading("Settings of the shim (README, \"Environment variables\")")
+        .help_heading("Settings of the shim (the SHIM_* variables: README, Environment variables)")
 }
 
 /// The settings given on the command line, as (variable, value).
