@@ -8,7 +8,8 @@
 //! layout: `make install`, `make dist`), unless `--shim PATH` names it. The exit status is the
 //! program's (a death by signal N is 128+N, as a shell says it); shimlog's own failures are
 //! as a shell's: 127 for a program not found, 126 for one that cannot be executed, and 125
-//! (as env(1) and timeout(1)) for the rest.
+//! (as env(1) and timeout(1)) for the rest. A SHIM_* variable already in the environment is
+//! passed on unless its flag is given (SHIM_LOG is always the directory's, SHIM_TRACE unset).
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

@@ -83,7 +83,8 @@ pub fn print(dir: &Path, shown: &str, head: &str, out: &mut impl std::io::Write)
     let mut rows: Vec<Row> = logs(dir).iter().map(|p| row(p)).collect();
     rows.sort_by_key(|r| (r.start, r.pid));
     let pids: BTreeSet<u32> = rows.iter().map(|r| r.pid).collect();
-    writeln!(out, "shimlog: {head}; {} logs in {shown}/", rows.len())?;
+    let n = rows.len();
+    writeln!(out, "shimlog: {head}; {n} log{} in {shown}/", if n == 1 { "" } else { "s" })?;
     if rows.is_empty() {
         writeln!(out, "shimlog: no log was written (was the program linked statically, or setuid?)")?;
         return Ok(());
