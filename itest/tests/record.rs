@@ -70,6 +70,34 @@ fn record_signal_death() {
     assert!(o.stderr.contains("shimlog stats run/*.shimlog"), "{}", o.stderr);
 }
 
+/// SIGTERM sent to shimlog reaches the program (which dies of it: 143), and shimlog still
+/// says how the tree ended, its log recovered.
+#[test]
+fn record_passes_sigterm_on() {
+    let cwd = tempdir("itest-record-");
+    let mut c = command(shimlog_bin());
+    c.current_dir(cwd.path())
+        .args(["record", "-o", "t", "--", "sleep", "60"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("start shimlog record");
+    let start = std::time::Instant::now();
+    let dir = cwd.path().join("t");
+    while !(dir.is_dir() && entries(&dir).iter().any(|p| p.extension().is_some_and(|x| x == "shimlog"))) {
+        if start.elapsed() > itest::TIMEOUT {
+            let _ = child.kill();
+            panic!("sleep's log did not appear in {}", dir.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("wait for shimlog");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "stderr:\n{stderr}");
+    assert!(stderr.contains("sleep was killed by signal 15") && stderr.contains("killed (recovered)"), "{stderr}");
+}
+
 /// A program that does not exist: one line, 127, nothing left behind.
 #[test]
 fn record_missing_program() {
