@@ -24,6 +24,10 @@ enum Kind {
     Int(&'static [(i64, i64)]),
     /// `all`, `none`, or N (time one call in N).
     Timing,
+    /// A size (0 too) or `off`.
+    SizeOrOff,
+    /// An absolute path.
+    AbsPath,
 }
 
 struct Setting {
@@ -62,6 +66,8 @@ const SETTINGS: &[Setting] = &[
     s("SHIM_SAMPLE_SEED", "N", Kind::Int(&[(0, i64::MAX)]), "Seeds the sampler, for repeatable runs"),
     s("SHIM_PACK", "HOW", Kind::Choice(&["auto", "columns", "rows"]), "How the recorder packs a buffer before zstd"),
     s("SHIM_CRASH_SAFE", "1|0", ON_OFF, "1: the threads' buffers in an in-flight file, recoverable after a crash (default)"),
+    s("SHIM_INFLIGHT_MAX", "SIZE|off", Kind::SizeOrOff, "The most bytes dead processes' in-flight files may take before the oldest are recovered (default 64M)"),
+    s("SHIM_INFLIGHT_DIR", "DIR", Kind::AbsPath, "Where the user's in-flight directory shim-UID is made (default /dev/shm)"),
 ];
 
 /// `SHIM_LOG_LIMIT` -> `log-limit`.
@@ -76,13 +82,9 @@ fn check(kind: Kind, v: &str) -> Result<String, String> {
             let d = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
             (1..=9).contains(&d) && ["", "ns", "us", "ms", "s", "m", "min", "h", "d"].contains(&&v[d..])
         }
-        Kind::Size => {
-            let d = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-            let unit = v[d..].strip_suffix("iB").or_else(|| v[d..].strip_suffix('B')).unwrap_or(&v[d..]);
-            (1..=15).contains(&d)
-                && v[..d].bytes().any(|c| c != b'0')
-                && ["", "k", "K", "m", "M", "g", "G", "t", "T"].contains(&unit)
-        }
+        Kind::Size => size(v) && v.bytes().take_while(u8::is_ascii_digit).any(|c| c != b'0'),
+        Kind::SizeOrOff => v == "off" || size(v),
+        Kind::AbsPath => v.starts_with('/'),
         Kind::Int(ranges) => v.parse::<i64>().is_ok_and(|n| ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))),
         Kind::Timing => v == "all" || v == "none" || v.parse::<u32>().is_ok_and(|n| n > 0),
     };
@@ -98,7 +100,17 @@ fn check(kind: Kind, v: &str) -> Result<String, String> {
             format!("an integer, {}", r.join(" or "))
         }
         Kind::Timing => "all, none, or N over 0 (time one call in N)".into(),
+        Kind::SizeOrOff => "a size: a number and k, M, G or T (64M, 512k, 0), or off".into(),
+        Kind::AbsPath => "an absolute path".into(),
     })
+}
+
+/// A number with a unit `k`, `M`, `G`, `T` (an optional `B` or `iB` after it), as the shim's
+/// parse_size reads it.
+fn size(v: &str) -> bool {
+    let d = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let unit = v[d..].strip_suffix("iB").or_else(|| v[d..].strip_suffix('B')).unwrap_or(&v[d..]);
+    (1..=15).contains(&d) && ["", "k", "K", "m", "M", "g", "G", "t", "T"].contains(&unit)
 }
 
 fn arg(st: &'static Setting) -> Arg {
@@ -165,6 +177,8 @@ mod tests {
         let level = Kind::Int(&[(1, 19), (-7, -1)]);
         assert!(check(level, "-3").is_ok() && check(level, "19").is_ok());
         assert!(check(level, "0").is_err() && check(level, "20").is_err() && check(level, "-8").is_err());
+        assert!(check(Kind::SizeOrOff, "0").is_ok() && check(Kind::SizeOrOff, "off").is_ok());
+        assert!(check(Kind::SizeOrOff, "on").is_err() && check(Kind::AbsPath, "rel/dir").is_err());
         assert!(check(Kind::Timing, "64").is_ok() && check(Kind::Timing, "all").is_ok());
         assert!(check(Kind::Timing, "0").is_err() && check(Kind::Timing, "some").is_err());
     }
