@@ -27,7 +27,7 @@ MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildc
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
-.PHONY: all build demo test bench clean ownalloc install install-built dist dist-built
+.PHONY: all build demo test check bench clean ownalloc install install-built dist dist-built
 
 all: build
 
@@ -106,6 +106,16 @@ test: build ownalloc
 	set -o pipefail; $(CARGO) test --workspace --no-fail-fast 2>&1 | tee target/test.log
 	bash bench/run.sh --smoke
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test.log
+
+# The fast tier, for work in progress: every crate's unit and property tests, shimlog's own
+# tests, and the integration tests that cover each path of the shim once (C semantics under
+# every backend, programs that bring their own allocator, recorded and switched, a crash and
+# its recovery). `make test` runs everything.
+CHECK_ITESTS := c_semantics c_known own_allocator switched_native crash redis
+check: build ownalloc
+	set -o pipefail; { $(CARGO) test --workspace --exclude itest --no-fail-fast && \
+	  $(CARGO) test -p itest --no-fail-fast $(addprefix --test ,$(CHECK_ITESTS)); } 2>&1 | tee target/check.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/check.log
 
 bench: build ownalloc
 	bash bench/run.sh

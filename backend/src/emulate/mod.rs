@@ -291,6 +291,7 @@ pub(crate) unsafe fn alloc_in(b: Backend, n: usize) -> *mut core::ffi::c_void {
             Backend::Tcmalloc => crate::tcmalloc::malloc(n),
             Backend::Snmalloc => crate::snmalloc::malloc(n),
             Backend::Rpmalloc => crate::rpmalloc::malloc(n),
+            Backend::Own => crate::own::malloc(n),
         }
     }
 }
@@ -305,6 +306,7 @@ pub(crate) unsafe fn free_in(b: Backend, p: *mut core::ffi::c_void) {
             Backend::Tcmalloc => crate::tcmalloc::free(p),
             Backend::Snmalloc => crate::snmalloc::free(p),
             Backend::Rpmalloc => crate::rpmalloc::free(p),
+            Backend::Own => crate::own::free(p),
         }
     }
 }
