@@ -3,6 +3,8 @@
 # make test     every test (unit, property, integration with real programs)
 # make ownalloc the programs that bring their own allocator (target/ownalloc/bin), for the tests
 # make bench    the benchmarks; rewrites BENCHMARKS.md and bench/results.json
+# make install PREFIX=DIR   bin/shimlog, lib/libshim.so, man pages, bash/zsh/fish completions under DIR
+# make dist     the same tree as one relocatable tarball: target/dist/shim-VERSION-x86_64-linux.tar.gz
 
 SHELL   := /bin/bash
 CARGO   ?= cargo
@@ -25,7 +27,7 @@ MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildc
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
-.PHONY: all build demo test check bench clean ownalloc
+.PHONY: all build demo test check bench clean ownalloc install install-built dist dist-built
 
 all: build
 
@@ -120,3 +122,42 @@ bench: build ownalloc
 
 clean:
 	$(CARGO) clean
+
+# Install and dist: shimlog finds libshim.so beside itself or in ../lib, so the tree works
+# wherever it is put (shimlog record -- PROG). The man pages and completions are made by the
+# installed shimlog from its own clap definitions (the hidden verb `shimlog generate`).
+# install-built and dist-built take the binaries as they are (SHIM=..., SHIMLOG=...): the
+# itest calls them with the ones it tests.
+PREFIX   ?= /usr/local
+VERSION  := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+DISTNAME := shim-$(VERSION)-x86_64-linux
+DIST     ?= target/dist
+
+# The tree under $(1). Debug info is stripped (the symbol tables and unwind tables stay).
+define install_tree
+	install -d $(1)/bin $(1)/lib $(1)/share/man/man1 $(1)/share/bash-completion/completions \
+	  $(1)/share/zsh/site-functions $(1)/share/fish/vendor_completions.d
+	install -m 0755 $(SHIMLOG) $(1)/bin/shimlog
+	install -m 0755 $(SHIM) $(1)/lib/libshim.so
+	strip --strip-debug $(1)/bin/shimlog $(1)/lib/libshim.so
+	$(1)/bin/shimlog generate man $(1)/share/man/man1
+	$(1)/bin/shimlog generate completions bash $(1)/share/bash-completion/completions
+	$(1)/bin/shimlog generate completions zsh $(1)/share/zsh/site-functions
+	$(1)/bin/shimlog generate completions fish $(1)/share/fish/vendor_completions.d
+endef
+
+install: build
+	@$(MAKE) --no-print-directory install-built
+
+install-built:
+	$(call install_tree,$(DESTDIR)$(PREFIX))
+
+dist: build
+	@$(MAKE) --no-print-directory dist-built
+
+dist-built:
+	rm -rf $(DIST)/$(DISTNAME) $(DIST)/$(DISTNAME).tar.gz
+	$(call install_tree,$(DIST)/$(DISTNAME))
+	tar -C $(DIST) --owner=0 --group=0 -czf $(DIST)/$(DISTNAME).tar.gz $(DISTNAME)
+	rm -rf $(DIST)/$(DISTNAME)
+	@echo "$(DIST)/$(DISTNAME).tar.gz"

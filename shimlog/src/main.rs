@@ -9,15 +9,20 @@
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 //! - `shimlog report LOG... [--replay] -o FILE`: one self-contained HTML page (see report/).
 //! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
-use clap::{Parser, Subcommand};
+//! - `shimlog record [OPTIONS] -- PROG [ARGS...]`, `shimlog run --backend NAME -- PROG`: a
+//!   program under libshim.so, its logs in one new directory (record/).
+//! - `shimlog generate man DIR | completions SHELL DIR` (hidden): for `make install` (generate.rs).
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod analysis;
 mod ctl;
 mod dump;
 mod export;
 mod flamegraph;
+mod generate;
 mod open;
 mod pprof;
+mod record;
 mod recover;
 mod replay;
 mod report;
@@ -50,6 +55,13 @@ enum Cmd {
     Report(report::Args),
     /// Write the logs as Parquet tables (docs/export.md).
     Export(export::Args),
+    /// Run a program under libshim.so, its logs (every process of its tree) in one new directory.
+    Record(record::Args),
+    /// Run a program on another allocator (SHIM_BACKEND), nothing recorded.
+    Run(record::RunArgs),
+    /// Write the man pages or a shell's completions (for make install).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
 
 fn main() {
@@ -66,6 +78,9 @@ fn main() {
         Cmd::Export(a) => export::run(a),
         Cmd::Pprof(a) => pprof::run(a),
         Cmd::Flamegraph(a) => flamegraph::run(a),
+        Cmd::Record(a) => record::record(a),
+        Cmd::Run(a) => record::run(a),
+        Cmd::Generate(a) => generate::run(a, Cli::command()),
     };
     match r {
         Ok(code) => std::process::exit(code),
