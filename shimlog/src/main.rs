@@ -9,9 +9,12 @@
 //! - `shimlog ctl PID start [DURATION] | stop | status`: a running process's windows (ctl.rs).
 //! - `shimlog report LOG... [--replay] -o FILE`: one self-contained HTML page (see report/).
 //! - `shimlog export LOG... -o DIR`: Parquet tables (see export/, docs/export.md).
+//! - `shimlog compare BASE... --vs CANDIDATE...`: two captures side by side, with intervals
+//!   (see compare/, docs/compare.md).
 use clap::{Parser, Subcommand};
 
 mod analysis;
+mod compare;
 mod ctl;
 mod dump;
 mod export;
@@ -50,6 +53,8 @@ enum Cmd {
     Report(report::Args),
     /// Write the logs as Parquet tables (docs/export.md).
     Export(export::Args),
+    /// Compare two captures (or groups of them): each metric's change with an interval.
+    Compare(compare::Args),
 }
 
 fn main() {
@@ -64,6 +69,7 @@ fn main() {
         Cmd::Recover(a) => recover::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Export(a) => export::run(a),
+        Cmd::Compare(a) => compare::run(a),
         Cmd::Pprof(a) => pprof::run(a),
         Cmd::Flamegraph(a) => flamegraph::run(a),
     };
