@@ -5,7 +5,7 @@
 //! whole sides (metrics.rs). The interval of a difference is the percentile interval of the
 //! replicates' differences (candidate - base, and candidate / base - 1). The generator is
 //! seeded (`--seed`), so the same logs give the same output.
-use super::metrics::{Acc, Def, Dim, Group, Role};
+use super::metrics::{abs_floor, Acc, Def, Dim, Group, Role};
 use super::side::Side;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -40,6 +40,8 @@ pub struct Row {
     /// The interval excludes 0 (or there is none: one value per log, one log a side) and
     /// the change is at least the floor.
     pub differs: bool,
+    /// False for a tail metric with one log a side: shown, never called a difference.
+    pub judged: bool,
     /// Why the metric is not compared (then no values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_compared: Option<String>,
@@ -128,6 +130,7 @@ pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, 
                     relative_interval: None,
                     floor,
                     differs: false,
+                    judged: false,
                     not_compared: why,
                 };
             }
@@ -141,10 +144,12 @@ pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, 
                 Some([lo, hi]) => lo > 0.0 || hi < 0.0,
                 None => !drawn,
             };
-            let big_enough = match relative {
-                Some(r) => r.abs() >= floor,
-                None => c != 0.0,
-            };
+            let big_enough = (c - b).abs() >= abs_floor(d.dim)
+                && match relative {
+                    Some(r) => r.abs() >= floor,
+                    None => c != 0.0,
+                };
+            let judged = d.judged(units(base, d.role).min(units(cand, d.role)));
             Row {
                 name: d.name.clone(),
                 group: d.group,
@@ -157,7 +162,8 @@ pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, 
                 interval,
                 relative_interval,
                 floor,
-                differs: beyond_noise && big_enough,
+                differs: judged && beyond_noise && big_enough,
+                judged,
                 not_compared: None,
             }
         })

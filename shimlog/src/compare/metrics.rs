@@ -70,6 +70,28 @@ pub struct Def {
     pub what: &'static str,
     /// One value per log, the same in every draw of its slices (no interval from one log).
     pub per_log: bool,
+    /// Set by the slowest few calls of a run: not judged from one log a side (see
+    /// [`Def::judged`]).
+    pub tail: bool,
+}
+
+impl Def {
+    /// Whether a change of this metric can be called one from `logs` (the fewer side's
+    /// logs): a tail (p99.9, the slowest call, the longest stall) rests on a few calls,
+    /// which one run's time slices cannot tell from how that run happened to go (another
+    /// program's burst, a preemption); with several logs a side, the logs' spread shows it.
+    pub fn judged(&self, logs: usize) -> bool {
+        !self.tail || logs >= 2
+    }
+}
+
+/// A change smaller than this (in the metric's unit) is never reported: for times, a few
+/// of the clock's ticks (a timed call is rounded to 16 TSC ticks) and its reading.
+pub fn abs_floor(d: Dim) -> f64 {
+    match d {
+        Dim::Ns => 50.0,
+        _ => 0.0,
+    }
 }
 
 /// The fixed metrics (the allocator's statistics are added per name: `stat_NAME`).
@@ -106,6 +128,7 @@ pub fn fixed(name: &str) -> Option<Def> {
         role: f.3,
         what: f.4,
         per_log: matches!(f.0, "rss_end" | "slop"),
+        tail: matches!(f.0, "alloc_p999" | "alloc_max" | "stall_max"),
     })
 }
 
@@ -126,6 +149,7 @@ pub fn defs(a: &Side, b: &Side) -> Vec<Def> {
                 role: Role::Calls,
                 what: "this C function's timed calls",
                 per_log: false,
+                tail: q == "p999",
             });
         }
     }
@@ -138,6 +162,7 @@ pub fn defs(a: &Side, b: &Side) -> Vec<Def> {
             role: Role::Run,
             what: "mean of the watch log's samples",
             per_log: false,
+            tail: false,
         });
     }
     v

@@ -113,7 +113,7 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
         }
         for r in rows.iter().filter(|r| r.not_compared.is_none()) {
             let (c, i) = change(r);
-            let mark = if r.differs { "*" } else { " " };
+            let mark = if r.differs { "*" } else if !r.judged { "~" } else { " " };
             writeln!(
                 w,
                 "{mark} {:<18} {:>12} {:>12} {:>10}   {i}",
@@ -127,6 +127,9 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
         if !left.is_empty() && left.len() < rows.len() {
             let why = rows.iter().find_map(|r| r.not_compared.as_deref()).unwrap_or("");
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
+        }
+        if rows.iter().any(|r| !r.judged && r.not_compared.is_none()) {
+            writeln!(w, "  ~ a tail, not judged with one log a side (give several runs a side)")?;
         }
         writeln!(w, "verdict: {}", v.text)?;
     }
