@@ -159,7 +159,11 @@ pub fn run(a: Args) -> Result<i32, String> {
         Ok(o) => o,
         Err(e) => return refuse(&e),
     };
-    let verdicts = Group::ALL.iter().map(|&g| text::verdict(g, &rows)).collect();
+    let mut verdicts: Vec<Verdict> = Group::ALL.iter().map(|&g| text::verdict(g, &rows)).collect();
+    if !rows.iter().any(|r| r.group == Group::AllocatorStats) {
+        let v = verdicts.iter_mut().find(|v| v.group == Group::AllocatorStats).expect("group");
+        v.text = format!("{}: not compared ({})", Group::AllocatorStats.title(), no_stats(&base, &cand));
+    }
     let doc = Document {
         base: info(&a.base, &base),
         candidate: info(&a.vs, &cand),
@@ -210,6 +214,17 @@ fn refusal(role: Role, base: &Side, cand: &Side) -> Option<String> {
         Some(format!("the {name} has {why}; this metric needs every call recorded on both sides"))
     };
     lacks(base, "base").or_else(|| lacks(cand, "candidate"))
+}
+
+/// Why no allocator statistic is compared.
+fn no_stats(base: &Side, cand: &Side) -> String {
+    let (b, c) = (metrics::stat_names(base), metrics::stat_names(cand));
+    match (b.is_empty(), c.is_empty()) {
+        (true, true) => "neither side has a watch log with the allocator's statistics (SHIM_WINDOW, SHIM_EVERY...)".into(),
+        (true, false) => "the base has no watch log with the allocator's statistics".into(),
+        (false, true) => "the candidate has no watch log with the allocator's statistics".into(),
+        (false, false) => format!("the two allocators report different statistics: the base {}, the candidate {}", b.join(", "), c.join(", ")),
+    }
 }
 
 fn info(paths: &[String], s: &Side) -> SideInfo {
