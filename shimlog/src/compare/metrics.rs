@@ -77,7 +77,7 @@ pub struct Def {
 
 impl Def {
     /// Whether a change of this metric can be called one from `logs` (the fewer side's
-    /// logs): a tail (p99.9, the slowest call, the longest stall) rests on a few calls,
+    /// logs): a tail (p99.9, the slowest call, the stalls) rests on a few calls,
     /// which one run's time slices cannot tell from how that run happened to go (another
     /// program's burst, a preemption); with several logs a side, the logs' spread shows it.
     pub fn judged(&self, logs: usize) -> bool {
@@ -128,7 +128,7 @@ pub fn fixed(name: &str) -> Option<Def> {
         role: f.3,
         what: f.4,
         per_log: matches!(f.0, "rss_end" | "slop"),
-        tail: matches!(f.0, "alloc_p999" | "alloc_max" | "stall_max"),
+        tail: matches!(f.0, "alloc_p999" | "alloc_max" | "stall_max" | "stalls_per_hour"),
     })
 }
 
