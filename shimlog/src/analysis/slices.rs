@@ -80,7 +80,7 @@ pub fn halve(v: Vec<Slice>) -> Vec<Slice> {
 
 /// Two sparse histograms (sorted by bucket) added.
 pub fn merge_sparse(a: &[(u32, u64)], b: &[(u32, u64)]) -> Vec<(u32, u64)> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() || j < b.len() {
         let take_a = j == b.len() || (i < a.len() && a[i].0 < b[j].0);
@@ -97,6 +97,7 @@ pub fn merge_sparse(a: &[(u32, u64)], b: &[(u32, u64)]) -> Vec<(u32, u64)> {
             j += 1;
         }
     }
+    out.shrink_to_fit();
     out
 }
 
@@ -217,6 +218,7 @@ impl Slices {
                 s.timed.extend(h.take_sparse().into_iter().map(|(b, c)| (base + b, c)));
             }
         }
+        s.timed.shrink_to_fit();
         self.done.push(s);
         self.start = at;
         self.cur.live_max = live;

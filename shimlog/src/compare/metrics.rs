@@ -198,8 +198,10 @@ pub fn stat_names(s: &Side) -> Vec<&'static str> {
 
 /// What a draw of one role's logs and slices adds up to.
 pub struct Acc {
-    /// Per op (OPS x BUCKETS), and every op's together (after [`Acc::finish`]).
-    hist: Vec<u64>,
+    /// Per op (BUCKETS each, made when the op is first drawn), and every op's together
+    /// (after [`Acc::finish`]); no histograms at all for a draw without latency.
+    with_hist: bool,
+    hist: Vec<Vec<u64>>,
     pooled: Vec<u64>,
     timed_op: [u64; OPS],
     timed: u64,
@@ -224,7 +226,8 @@ pub struct Acc {
 impl Acc {
     pub fn new(with_hist: bool) -> Acc {
         Acc {
-            hist: if with_hist { vec![0; OPS * BUCKETS] } else { Vec::new() },
+            with_hist,
+            hist: vec![Vec::new(); OPS],
             pooled: Vec::new(),
             timed_op: [0; OPS],
             timed: 0,
@@ -252,10 +255,15 @@ impl Acc {
         let (mut rss_max, mut live_max) = (0u64, 0u64);
         for i in slices {
             let s: &Slice = &log.slices[i];
-            if !self.hist.is_empty() {
+            if self.with_hist {
                 for &(b, c) in &s.timed {
-                    self.hist[b as usize] += c;
-                    self.timed_op[b as usize / BUCKETS] += c;
+                    let (o, b) = (b as usize / BUCKETS, b as usize % BUCKETS);
+                    let h = &mut self.hist[o];
+                    if h.is_empty() {
+                        *h = vec![0; BUCKETS];
+                    }
+                    h[b] += c;
+                    self.timed_op[o] += c;
                     self.timed += c;
                 }
             }
@@ -293,15 +301,13 @@ impl Acc {
 
     /// Every op's histogram added into one (call once the draw is complete).
     pub fn finish(&mut self) {
-        if self.hist.is_empty() {
+        if !self.with_hist {
             return;
         }
         self.pooled = vec![0; BUCKETS];
-        for (o, h) in self.hist.chunks(BUCKETS).enumerate() {
-            if self.timed_op[o] > 0 {
-                for (p, &c) in self.pooled.iter_mut().zip(h) {
-                    *p += c;
-                }
+        for h in self.hist.iter().filter(|h| !h.is_empty()) {
+            for (p, &c) in self.pooled.iter_mut().zip(h) {
+                *p += c;
             }
         }
     }
@@ -310,7 +316,7 @@ impl Acc {
     /// op's.
     fn quantile(&self, q: f64, op: Option<usize>) -> Option<f64> {
         let (h, n) = match op {
-            Some(o) => (self.hist.get(o * BUCKETS..(o + 1) * BUCKETS)?, self.timed_op[o]),
+            Some(o) => (&self.hist[o][..], self.timed_op[o]),
             None => (&self.pooled[..], self.timed),
         };
         if n == 0 {

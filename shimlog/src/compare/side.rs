@@ -140,6 +140,10 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, Strin
         }
     }
     drop((analyses, sections, total));
+    // The live tables just freed go back to the OS before the other side is read (glibc
+    // keeps them otherwise, and the two sides' peaks would add up).
+    // SAFETY: malloc_trim only releases free memory of the C allocator.
+    unsafe { libc::malloc_trim(0) };
     // Bounded bootstrap work: a group of many logs keeps fewer, wider slices per log.
     let per_log = (MAX_PER_SIDE / logs.len().max(1)).max(MIN_PER_LOG);
     for l in &mut logs {
