@@ -238,3 +238,69 @@ impl Slices {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(op: Op, ts_ns: u64, backend: Option<u64>, arg: u64) -> Event {
+        Event { op, ts_ns, backend: backend.unwrap_or(Event::NOT_TIMED), arg, ..Event::default() }
+    }
+
+    /// A 10 s run (thousands of 10 ms slices before the merges): whatever the merges, the
+    /// slices add up to the run: its length, calls, timed calls, stalls, live bytes x time
+    /// and RSS x time, exactly; and there are 64 to 128 of them.
+    #[test]
+    fn slices_add_up_to_the_run() {
+        let mut s = Slices::new(false);
+        let (mut live, mut live_ns, mut rss_ns) = (0u64, 0u128, 0u128);
+        let mut last = 0u64;
+        let rss = 5_000_000u64;
+        s.take(&ev(Op::Rss, 0, None, rss), live);
+        let mut calls = 1u64;
+        for i in 1..=100_000u64 {
+            let ts = i * 100_000; // every 100 us
+            live_ns += live as u128 * (ts - last) as u128;
+            rss_ns += rss as u128 * (ts - last) as u128;
+            last = ts;
+            let slow = i % 25_000 == 0;
+            s.take(&ev(Op::Malloc, ts, (i % 4 == 0).then_some(if slow { 2_000_000 } else { 40 }), 0), live);
+            calls += 1;
+            live += 16;
+        }
+        s.finish(last, live);
+        let sum = |f: fn(&Slice) -> u128| s.done.iter().map(f).sum::<u128>();
+        assert!((64..=128).contains(&s.done.len()), "{} slices", s.done.len());
+        assert_eq!(sum(|x| x.dur_ns as u128), last as u128);
+        assert_eq!(sum(|x| x.calls as u128), calls as u128 - 1, "the RSS record is not a call");
+        assert_eq!(sum(|x| x.timed.iter().map(|t| t.1 as u128).sum()), 25_000);
+        assert_eq!(sum(|x| x.stalls as u128), 4);
+        assert_eq!(s.done.iter().map(|x| x.max_stall_ns).max(), Some(2_000_000));
+        assert_eq!(sum(|x| x.live_byte_ns), live_ns);
+        assert_eq!(sum(|x| x.rss_byte_ns), rss_ns);
+        assert_eq!(s.done.iter().map(|x| x.live_max).max(), Some(live));
+        // Contiguous, in order.
+        for w in s.done.windows(2) {
+            assert_eq!(w[0].start_ns + w[0].dur_ns, w[1].start_ns);
+        }
+        // The malloc histogram holds every timed call, in malloc's range of buckets.
+        assert!(s.done.iter().all(|x| x.timed.iter().all(|t| (t.0 as usize) < BUCKETS)));
+    }
+
+    #[test]
+    fn sparse_histograms_merge() {
+        assert_eq!(merge_sparse(&[(1, 2), (5, 1)], &[(0, 1), (5, 3), (9, 1)]), vec![(0, 1), (1, 2), (5, 4), (9, 1)]);
+        assert_eq!(merge_sparse(&[], &[(3, 1)]), vec![(3, 1)]);
+    }
+
+    /// A watch log's stalls are its stall records, not its (absent) timed calls.
+    #[test]
+    fn watch_log_stalls_are_records() {
+        let mut s = Slices::new(true);
+        s.take(&ev(Op::Stall, 1_000, Some(3_000_000), 7), 0);
+        s.take(&ev(Op::Malloc, 2_000, Some(5_000_000), 0), 0);
+        s.finish(2_000, 0);
+        assert_eq!(s.done.iter().map(|x| x.stalls).sum::<u64>(), 1);
+        assert_eq!(s.done[0].max_stall_ns, 3_000_000);
+    }
+}

@@ -172,3 +172,29 @@ fn show(i: Option<[f64; 2]>, scale: f64) -> String {
         None => "none".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_read() {
+        let t = parse(&["live_peak>+10%, alloc_p99>+5ms".into(), "rss_peak<=-64MiB,rss_peak>2GiB".into()]).unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!((t[0].kind, t[0].above, t[0].value), (Kind::Relative, true, 0.10));
+        assert_eq!((t[1].kind, t[1].value), (Kind::Change, 5e6));
+        assert_eq!((t[2].kind, t[2].above, t[2].value), (Kind::Change, false, -64.0 * 1024.0 * 1024.0));
+        assert_eq!((t[3].kind, t[3].value), (Kind::Level, 2.0 * 1024.0 * 1024.0 * 1024.0));
+        assert!(parse(&["malloc_p99>+20%".into()]).is_ok(), "a C function's quantile");
+    }
+
+    #[test]
+    fn bad_terms_say_why() {
+        let e = parse(&["live_peek>+10%".into()]).unwrap_err();
+        assert!(e.contains("unknown metric `live_peek`") && e.contains("alloc_p999") && e.contains("stalls_per_hour"), "{e}");
+        let e = parse(&["alloc_p99>+5MiB".into()]).unwrap_err();
+        assert!(e.contains("a time"), "{e}");
+        assert!(parse(&["live_peak>10%".into()]).unwrap_err().contains("sign"));
+        assert!(parse(&["live_peak".into()]).unwrap_err().contains("cannot read"));
+    }
+}
