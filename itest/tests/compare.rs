@@ -264,3 +264,29 @@ fn refuses_what_cannot_be_compared() {
     let out = fail_if(&sampled, &load_log, "rss_peak>+1000%");
     assert_eq!(exit_code(&out), 0, "{}", out.stderr);
 }
+
+#[test]
+fn call_sites_that_moved() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new().expect("tempdir");
+    let stacks = [("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_SEED", "7")];
+    let run_with = |name: &str, live_kib: u32| -> PathBuf {
+        let mut c = command(cprog("compare_load"));
+        c.args([live_kib.to_string(), PER_MS.to_string(), "1500".into(), "1".into()])
+            .env("LD_PRELOAD", shim_lib())
+            .env("SHIM_LOG", dir.path().join(format!("{name}.shimlog")))
+            .envs(stacks);
+        run(c).assert_success(&format!("compare_load {name} with stacks"));
+        dir.path().join(format!("{name}.shimlog"))
+    };
+    let (a, b) = (run_with("a", LIVE_KIB), run_with("b", LIVE_KIB * 3 / 2));
+    let doc = compare_json(&[&a], &[&b]);
+    let sites = &doc["sites"];
+    assert_eq!(sites["estimated"], true, "{sites:#}");
+    let top = &sites["live_at_peak_bytes"][0];
+    assert!(top["site"].as_str().expect("site").contains("main"), "{sites:#}");
+    assert!(top["change"].as_f64().expect("change") > 8.0 * 1024.0 * 1024.0, "about 16 MiB more live at main: {sites:#}");
+    let out = shimlog(&["compare", path(&a), "--vs", path(&b)]);
+    out.assert_success("compare with stacks");
+    assert!(out.stdout_str().contains("call sites that moved most"), "{}", out.stdout_str());
+}
