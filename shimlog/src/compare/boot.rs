@@ -87,14 +87,21 @@ fn values(defs: &[Def], (calls, run): &(Acc, Acc)) -> Vec<Option<f64>> {
 pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, p: &Params) -> Vec<Row> {
     let b0 = values(defs, &draw(base, &mut None));
     let c0 = values(defs, &draw(cand, &mut None));
-    let mut rb = Some(Xoshiro256PlusPlus::seed_from_u64(p.seed));
-    let mut rc = Some(Xoshiro256PlusPlus::seed_from_u64(p.seed ^ 0x9e37_79b9_7f4a_7c15));
+    // Each side's replicates, from a generator of its own (the two sides on two threads:
+    // they are drawn independently).
+    let replicates = |side: &Side, seed: u64| -> Vec<Vec<Option<f64>>> {
+        let mut r = Some(Xoshiro256PlusPlus::seed_from_u64(seed));
+        (0..p.resamples).map(|_| values(defs, &draw(side, &mut r))).collect()
+    };
+    let (rb, rc) = std::thread::scope(|s| {
+        let b = s.spawn(|| replicates(base, p.seed));
+        let c = replicates(cand, p.seed ^ 0x9e37_79b9_7f4a_7c15);
+        (b.join().expect("bootstrap thread"), c)
+    });
     // Replicates, metric by metric: (candidate - base, candidate / base - 1).
     let mut diffs: Vec<Vec<f64>> = vec![Vec::with_capacity(p.resamples); defs.len()];
     let mut rels: Vec<Vec<f64>> = vec![Vec::with_capacity(p.resamples); defs.len()];
-    for _ in 0..p.resamples {
-        let vb = values(defs, &draw(base, &mut rb));
-        let vc = values(defs, &draw(cand, &mut rc));
+    for (vb, vc) in rb.iter().zip(&rc) {
         for i in 0..defs.len() {
             if let (Some(b), Some(c)) = (vb[i], vc[i]) {
                 diffs[i].push(c - b);
