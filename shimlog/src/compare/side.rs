@@ -67,8 +67,12 @@ impl Side {
     }
 
     pub fn kinds(&self) -> Vec<Kind> {
-        let mut k: Vec<Kind> = self.logs.iter().map(|l| l.kind).collect();
-        k.dedup();
+        let mut k: Vec<Kind> = Vec::new();
+        for l in &self.logs {
+            if !k.contains(&l.kind) {
+                k.push(l.kind);
+            }
+        }
         k
     }
 

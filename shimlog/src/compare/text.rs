@@ -10,6 +10,9 @@ use std::io::{self, Write};
 /// property of the allocator).
 const NOT_IN_VERDICT: &[&str] = &["timed_calls"];
 
+/// The interval column of a metric with one value per log, one log a side.
+const NO_INTERVAL: &str = "none: one value a side";
+
 pub fn value(d: Dim, v: f64) -> String {
     match d {
         Dim::Ns => units::ns(v.round().max(0.0) as u64),
@@ -38,7 +41,7 @@ fn pct(x: f64) -> String {
 pub fn change(r: &Row) -> (String, String) {
     match (r.relative, r.relative_interval, r.change, r.interval) {
         (Some(x), Some([lo, hi]), _, _) => (pct(x), format!("{} .. {}", pct(lo), pct(hi))),
-        (Some(x), None, _, _) => (pct(x), "none (one value a side)".into()),
+        (Some(x), None, _, _) => (pct(x), NO_INTERVAL.into()),
         (None, _, Some(c), Some([lo, hi])) => (signed(r.unit, c), format!("{} .. {}", signed(r.unit, lo), signed(r.unit, hi))),
         (None, _, Some(c), None) => (signed(r.unit, c), "-".into()),
         _ => ("-".into(), "-".into()),
@@ -54,6 +57,19 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         return Verdict { group: g, differs: false, text: format!("{title}: not compared ({why})") };
     }
     let moved: Vec<&&Row> = compared.iter().filter(|r| r.differs).copied().collect();
+    if compared.iter().all(|r| !r.judged) {
+        let most = compared
+            .iter()
+            .filter(|r| r.relative.is_some())
+            .max_by(|a, b| a.relative.unwrap_or(0.0).abs().total_cmp(&b.relative.unwrap_or(0.0).abs()))
+            .map(|r| format!("; the largest change: {} {}", r.name, change(r).0))
+            .unwrap_or_default();
+        return Verdict {
+            group: g,
+            differs: false,
+            text: format!("{title}: not judged from one log a side (two runs of one program differ here by more than one run's slices show; give several runs a side){most}"),
+        };
+    }
     if moved.is_empty() {
         return Verdict { group: g, differs: false, text: format!("{title}: no difference beyond the noise") };
     }
@@ -72,7 +88,7 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         .iter()
         .map(|r| {
             let (c, i) = change(r);
-            format!("{} {c} ({i})", r.name)
+            format!("{} {c} ({})", r.name, if i == NO_INTERVAL { "no interval: one value a side" } else { &i })
         })
         .collect();
     Verdict { group: g, differs: true, text: format!("{title}: {lead}: {}", list.join(", ")) }
@@ -129,7 +145,7 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
         }
         if rows.iter().any(|r| !r.judged && r.not_compared.is_none()) {
-            writeln!(w, "  ~ a tail, not judged with one log a side (give several runs a side)")?;
+            writeln!(w, "  ~ not judged with one log a side (give several runs a side)")?;
         }
         writeln!(w, "verdict: {}", v.text)?;
     }
