@@ -145,7 +145,7 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
         }
         if rows.iter().any(|r| !r.judged && r.not_compared.is_none()) {
-            writeln!(w, "  ~ not judged with one log a side (give several runs a side)")?;
+            writeln!(w, "  ~ not judged from so few logs a side (latency needs 2, tails and stalls 5: docs/compare.md)")?;
         }
         writeln!(w, "verdict: {}", v.text)?;
     }
