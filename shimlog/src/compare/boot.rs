@@ -40,7 +40,8 @@ pub struct Row {
     /// The interval excludes 0 (or there is none: one value per log, one log a side) and
     /// the change is at least the floor.
     pub differs: bool,
-    /// False for a tail metric with one log a side: shown, never called a difference.
+    /// False for latency and stalls with fewer than JUDGE_LOGS logs a side: shown, never
+    /// called a difference (metrics.rs, Def::judged).
     pub judged: bool,
     /// Why the metric is not compared (then no values).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -67,7 +67,7 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         return Verdict {
             group: g,
             differs: false,
-            text: format!("{title}: not judged from one log a side (two runs of one program differ here by more than one run's slices show; give several runs a side){most}"),
+            text: format!("{title}: not judged from fewer than 5 logs a side (two runs of one program differ here by more than their slices show; give 5 runs a side, taken in turns){most}"),
         };
     }
     if moved.is_empty() {
@@ -145,7 +145,7 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
         }
         if rows.iter().any(|r| !r.judged && r.not_compared.is_none()) {
-            writeln!(w, "  ~ not judged from so few logs a side (latency needs 2, tails and stalls 5: docs/compare.md)")?;
+            writeln!(w, "  ~ not judged from fewer than 5 logs a side (run-to-run noise: docs/compare.md)")?;
         }
         writeln!(w, "verdict: {}", v.text)?;
     }
