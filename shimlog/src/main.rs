@@ -12,9 +12,12 @@
 //! - `shimlog record [OPTIONS] -- PROG [ARGS...]`, `shimlog run --backend NAME -- PROG`: a
 //!   program under libshim.so, its logs in one new directory (record/).
 //! - `shimlog generate man DIR | completions SHELL DIR` (hidden): for `make install` (generate.rs).
+//! - `shimlog compare BASE... --vs CANDIDATE...`: two captures side by side, with intervals
+//!   (see compare/, docs/compare.md).
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod analysis;
+mod compare;
 mod ctl;
 mod dump;
 mod export;
@@ -62,6 +65,8 @@ enum Cmd {
     /// Write the man pages or a shell's completions (for make install).
     #[command(hide = true)]
     Generate(generate::Args),
+    /// Compare two captures (or groups of them): each metric's change with an interval.
+    Compare(compare::Args),
 }
 
 fn main() {
@@ -76,6 +81,7 @@ fn main() {
         Cmd::Recover(a) => recover::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Export(a) => export::run(a),
+        Cmd::Compare(a) => compare::run(a),
         Cmd::Pprof(a) => pprof::run(a),
         Cmd::Flamegraph(a) => flamegraph::run(a),
         Cmd::Record(a) => record::record(a),

@@ -30,7 +30,7 @@ impl<const DIGITS: u8> FastHist<DIGITS> {
     const SUB_MASK: u64 = (1 << (Self::HALF_MAG + 1)) - 1;
     const LZ_BASE: u32 = 64 - Self::HALF_MAG - 1;
     /// Buckets up to values of 2^64 - 1.
-    const LEN: usize = ((Self::LZ_BASE as usize) << Self::HALF_MAG) + (1 << (Self::HALF_MAG + 1));
+    pub const LEN: usize = ((Self::LZ_BASE as usize) << Self::HALF_MAG) + (1 << (Self::HALF_MAG + 1));
 
     /// The index of `v`'s bucket, as hdrhistogram computes it.
     #[inline(always)]
@@ -41,7 +41,7 @@ impl<const DIGITS: u8> FastHist<DIGITS> {
     }
 
     /// The lowest value of bucket `i`.
-    fn lowest(i: usize) -> u64 {
+    pub fn lowest(i: usize) -> u64 {
         if i < 1 << (Self::HALF_MAG + 1) {
             return i as u64;
         }
@@ -64,6 +64,18 @@ impl<const DIGITS: u8> FastHist<DIGITS> {
 
     pub fn is_empty(&self) -> bool {
         self.counts.iter().all(|&c| c == 0)
+    }
+
+    /// The nonzero counts as (bucket, count), by bucket, and the histogram emptied (a time
+    /// slice's, for `compare`: see slices.rs).
+    pub fn take_sparse(&mut self) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        for (i, c) in self.counts.iter_mut().enumerate() {
+            if *c > 0 {
+                out.push((i as u32, std::mem::take(c)));
+            }
+        }
+        out
     }
 
     pub fn add(&mut self, o: &FastHist<DIGITS>) {

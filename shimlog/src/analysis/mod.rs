@@ -24,6 +24,7 @@ mod process;
 mod section;
 mod sites;
 mod sizes;
+mod slices;
 mod slop;
 mod threads;
 mod totals;
@@ -37,6 +38,7 @@ pub(crate) use latency::Latency;
 pub(crate) use process::Analysis;
 pub(crate) use section::{Section, SiteOptions};
 pub(crate) use sites::{folded, has_stacks, profile, By, Profile, SiteRow, SitesReport};
+pub(crate) use slices::{bucket_value, halve, Slice, Slices, BUCKETS, OPS};
 pub(crate) use slop::ratio;
 pub(crate) use threads::Threads;
 pub(crate) use watch::WatchReport;
@@ -59,6 +61,12 @@ pub(crate) struct Analysed {
 /// with its children) and analyses them: `burst`, the shortest run of frees counted as a
 /// burst; `two`, read on a second thread when there is a second CPU; `so`, the call sites.
 pub(crate) fn analyse(logs: &[String], burst: u64, two: bool, so: &SiteOptions) -> Result<Analysed, String> {
+    analyse_with(logs, burst, two, so, false)
+}
+
+/// [`analyse`], and with `sliced` each log's run cut into time slices too (in the same
+/// pass: each analysis' `slices`, for `shimlog compare`).
+pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOptions, sliced: bool) -> Result<Analysed, String> {
     let readers: Vec<LogReader> = logs
         .iter()
         .map(|p| crate::open::open(p))
@@ -67,7 +75,13 @@ pub(crate) fn analyse(logs: &[String], burst: u64, two: bool, so: &SiteOptions) 
     let progress = Progress::new(readers.iter().map(|r| r.compressed_bytes()).sum());
     let mut an: Vec<Analysis> = readers
         .iter()
-        .map(|r| Analysis::new(r.header.pid, burst))
+        .map(|r| {
+            let mut a = Analysis::new(r.header.pid, burst);
+            if sliced {
+                a.slices = Some(Box::new(Slices::new(r.header.window == Some(0))));
+            }
+            a
+        })
         .collect();
     let mut sections = Vec::new();
     let mut offsets = vec![0];

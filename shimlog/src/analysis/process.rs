@@ -33,6 +33,8 @@ pub struct Analysis {
     pub watch: Watch,
     /// A fork child read with its parent's log: the blocks it inherited.
     pub inherit: Option<super::inherit::Inheritance>,
+    /// The run in time slices, for `shimlog compare` (None unless asked for: slices.rs).
+    pub slices: Option<Box<super::slices::Slices>>,
 }
 
 impl Analysis {
@@ -48,6 +50,7 @@ impl Analysis {
             lat: Latency::new(pid),
             watch: Watch::default(),
             inherit: None,
+            slices: None,
         }
     }
 
@@ -73,6 +76,9 @@ impl Analysis {
     #[inline(always)]
     pub fn feed<F: Follow>(&mut self, e: &Event, t: &mut SizeTable, f: &mut F) {
         let ts = e.ts_ns;
+        if let Some(s) = self.slices.as_deref_mut() {
+            s.take(e, self.heap.live_bytes);
+        }
         let tot = &mut self.totals;
         tot.events += 1;
         tot.last_ns = ts;
@@ -242,5 +248,8 @@ impl Analysis {
     pub fn finish(&mut self) {
         self.threads.finish();
         self.sizes.finish();
+        if let Some(s) = self.slices.as_deref_mut() {
+            s.finish(self.totals.last_ns, self.heap.live_bytes);
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! human report (text.rs, with watch.rs, sites.rs and units.rs).
 mod sites;
 mod text;
-mod units;
+pub(crate) mod units;
 mod watch;
 
 use crate::analysis::{self, Analysed, Section, SiteOptions};
