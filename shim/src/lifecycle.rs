@@ -54,6 +54,7 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 
 extern "C" fn fork_prepare() {
     if state::tracing() {
+        crate::thread::QUIESCE.lock();
         REGISTRY.lock();
     }
 }
@@ -61,6 +62,7 @@ extern "C" fn fork_prepare() {
 extern "C" fn fork_parent() {
     if state::tracing() {
         REGISTRY.unlock();
+        crate::thread::QUIESCE.unlock();
         if !state::writing() {
             shared::FORKS.fetch_add(1, Relaxed);
         }
@@ -73,6 +75,8 @@ extern "C" fn fork_child() {
     if !state::tracing() {
         return;
     }
+    // The shim's threads are not in the child: nothing of theirs is under way.
+    crate::thread::QUIESCE.unlock();
     let t = tls::get();
     t.busy += 1;
     if state::stopping() {

@@ -15,6 +15,7 @@
 //! SHIM_TRACE=0: no recorder thread).
 //! Nothing it meets stops the program: every failure is a file left or removed, said.
 use crate::shared::{self, say, G};
+use crate::thread::QUIESCE;
 use crate::tls;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use recorder::reclaim::{self, Outcome};
@@ -48,7 +49,11 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
         // This thread only (a thread id is a PRIO_PROCESS target on Linux).
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
+    // Not forked while this thread works (thread::QUIESCE): a recovery allocates through the
+    // backend, whose locks a child would inherit held. Released while it pauses.
+    QUIESCE.relock();
     run();
+    QUIESCE.unlock();
     core::ptr::null_mut()
 }
 
@@ -111,7 +116,10 @@ fn pause(ns: u64) -> bool {
         if shared::SHUTDOWN.load(Acquire) {
             return false;
         }
+        // A fork may happen while this thread sleeps (it allocates nothing meanwhile).
+        QUIESCE.unlock();
         unsafe { libc::usleep(((until - now) / 1000).min(10_000) as libc::c_uint) };
+        QUIESCE.relock();
     }
     !shared::SHUTDOWN.load(Acquire)
 }

@@ -9,7 +9,7 @@ use crate::logfile::LogFile;
 use crate::pace::{self, Pace};
 use crate::packing::Packing;
 use crate::shared::{self, say, G};
-use crate::thread::{halt_all, REGISTRY};
+use crate::thread::{halt_all, QUIESCE, REGISTRY};
 use crate::window::{self, Action, Schedule};
 use crate::{state, tls, watch};
 use core::sync::atomic::Ordering::*;
@@ -34,7 +34,11 @@ pub fn start() {
 extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     // Everything this thread does (zstd, writes, our own Vecs) passes straight through.
     tls::get().busy = 1;
+    // Not forked while this thread works (thread::QUIESCE): it allocates through the backend,
+    // whose locks a child would inherit held. Released between rounds, and at the end.
+    QUIESCE.relock();
     run();
+    QUIESCE.unlock();
     shared::RECORDER_DONE.store(true, Release);
     core::ptr::null_mut()
 }
@@ -241,6 +245,8 @@ fn run() {
         if shutdown && g.pool.pending() == 0 {
             break;
         }
+        // A fork waits for this thread to be between two rounds (thread::QUIESCE).
+        QUIESCE.unlock();
         if drained == 0 {
             // A doze lasts until the next RSS sample at most, or the next window's start or
             // end, or 20 ms with a control socket (its requests are answered from here).
@@ -253,6 +259,7 @@ fn run() {
             let doze = win.as_ref().map_or(doze, |w| doze.min(w.next_due(clock::mono_ns())));
             pace.rest(doze, || g.pool.pending() > 0 || shared::SHUTDOWN.load(Acquire));
         }
+        QUIESCE.relock();
     }
     let now = clock::now();
     let rss = statm.as_ref().and_then(rss_bytes);

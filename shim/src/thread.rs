@@ -69,6 +69,46 @@ pub struct Registry {
 }
 unsafe impl Sync for Registry {}
 
+/// Held by the shim's own threads (the recorder, the reclaimer) while they work, and by
+/// `fork` from its prepare handler to its end: a fork never happens while one of them is
+/// inside the backend, whose locks (snmalloc's range lock, say) the child would inherit held.
+/// Taken before [`REGISTRY`], never after it.
+pub static QUIESCE: Quiesce = Quiesce { held: AtomicBool::new(false), forks: AtomicU32::new(0) };
+
+/// A lock taken and released by hand (the fork handlers take it in one and release it in
+/// another). A fork waiting for it goes first: the shim's threads take it again only once no
+/// fork waits ([`Quiesce::relock`]).
+pub struct Quiesce {
+    held: AtomicBool,
+    forks: AtomicU32,
+}
+
+impl Quiesce {
+    /// For fork: waits until the shim's threads are between two pieces of work.
+    pub fn lock(&self) {
+        self.forks.fetch_add(1, SeqCst);
+        while self.held.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
+            std::thread::yield_now();
+        }
+        self.forks.fetch_sub(1, SeqCst);
+    }
+    /// For the shim's threads, between two pieces of work: after any fork that waits.
+    pub fn relock(&self) {
+        loop {
+            while self.forks.load(SeqCst) != 0 {
+                std::thread::yield_now();
+            }
+            if self.held.compare_exchange(false, true, Acquire, Relaxed).is_ok() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+    pub fn unlock(&self) {
+        self.held.store(false, Release);
+    }
+}
+
 pub static REGISTRY: Registry =
     Registry { lock: AtomicBool::new(false), threads: core::cell::UnsafeCell::new(Vec::new()) };
 static NEXT_STREAM: AtomicU32 = AtomicU32::new(1);
