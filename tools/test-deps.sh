@@ -29,6 +29,7 @@ DEBS=(
   "command -v go|golang-go|itest stacks.rs: go tool pprof reads shimlog pprof's files"
   "python3 -m pip --version|python3-pip|the Python packages below"
   "command -v java|default-jre-headless|itest fleets.rs: Apache Spark's runtime"
+  "command -v heaptrack|heaptrack|the bench smoke (make test) runs heaptrack once"
 )
 
 PIPS=(
