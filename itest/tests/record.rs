@@ -154,11 +154,11 @@ fn record_bad_settings() {
     assert_eq!(r.header.stacks.as_deref(), Some("all"), "--stacks all reached the shim");
 }
 
-/// Every SHIM_* variable of the README's table is a flag of `shimlog record` (but SHIM_LOG:
-/// the directory, and SHIM_TRACE: on).
+/// Every SHIM_* variable of the table of docs/configuration.md is a flag of `shimlog record`
+/// (but SHIM_LOG: the directory, and SHIM_TRACE: on).
 #[test]
 fn record_has_a_flag_per_variable() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(workspace_root().join("docs/configuration.md")).unwrap();
     let help = shimlog(Path::new("."), &["record", "--help"]);
     help.assert_success("shimlog record --help");
     let help = help.stdout_str();
@@ -173,7 +173,7 @@ fn record_has_a_flag_per_variable() {
         assert!(help.contains(&format!("[{var}]")), "{flag}'s help names {var}");
         n += 1;
     }
-    assert!(n >= 20, "the README's table was not found ({n} variables)");
+    assert!(n >= 20, "the table of docs/configuration.md was not found ({n} variables)");
 }
 
 /// `shimlog run --backend mimalloc`: the status passes through and nothing is recorded.
