@@ -84,7 +84,16 @@ fn record_passes_sigterm_on() {
     let mut child = c.spawn().expect("start shimlog record");
     let start = std::time::Instant::now();
     let dir = cwd.path().join("t");
-    while !(dir.is_dir() && entries(&dir).iter().any(|p| p.extension().is_some_and(|x| x == "shimlog"))) {
+    // Until sleep records: its log has its header, and the in-flight file the header names
+    // exists (a SIGTERM before that kills a process with nothing to recover yet).
+    let recording = |dir: &Path| {
+        dir.is_dir()
+            && entries(dir).iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).any(|p| {
+                LogReader::open(p.to_str().unwrap())
+                    .is_ok_and(|r| r.header.inflight.as_deref().is_some_and(|f| Path::new(f).exists()))
+            })
+    };
+    while !recording(&dir) {
         if start.elapsed() > itest::TIMEOUT {
             let _ = child.kill();
             panic!("sleep's log did not appear in {}", dir.display());
