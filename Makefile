@@ -1,6 +1,7 @@
 # make          build target/release/libshim.so and target/release/shimlog
 # make demo     build, run the bundled workload under the shim, show what its log says
 # make test     every test (unit, property, integration with real programs)
+# make budget   the instruction budgets alone (itest/budgets.json; valgrind), also part of make test
 # make ownalloc the programs that bring their own allocator (target/ownalloc/bin), for the tests
 # make bench    the benchmarks; rewrites BENCHMARKS.md and bench/results.json
 # make install PREFIX=DIR   bin/shimlog, lib/libshim.so, man pages, bash/zsh/fish completions under DIR
@@ -27,7 +28,7 @@ MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildc
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
-.PHONY: all build demo test check bench clean ownalloc install install-built dist dist-built
+.PHONY: all build demo test check budget bench clean ownalloc install install-built dist dist-built
 
 all: build
 
@@ -116,6 +117,12 @@ check: build ownalloc
 	set -o pipefail; { $(CARGO) test --workspace --exclude itest --no-fail-fast && \
 	  $(CARGO) test -p itest --no-fail-fast $(addprefix --test ,$(CHECK_ITESTS)); } 2>&1 | tee target/check.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/check.log
+
+# The instruction budgets alone (make test runs them too, as the itest `budget`): callgrind's
+# instructions per event of the shim's paths, shimlog stats and the replay against
+# itest/budgets.json; fails naming any figure over its budget by more than 3%.
+budget: build
+	$(CARGO) test --release -p itest --test budget -- --nocapture
 
 bench: build ownalloc
 	bash bench/run.sh
