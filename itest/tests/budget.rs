@@ -7,8 +7,10 @@
 //! address-space randomisation off; (instructions of the larger run - those of the smaller) /
 //! (events of the larger - events of the smaller), so start-up and exit cancel out. The
 //! workloads are deterministic (fixed seeds, one thread calling the allocator, logs written by
-//! `recorder::synth`), so the same binaries give the same counts run to run (within a few
-//! hundredths of a percent: timestamps differ, and so do a few varints).
+//! `recorder::synth`), so the same binaries give the same counts run to run: forwarding,
+//! watching, the switch and stats exactly, recording and the replay within 0.4% (timestamps
+//! differ, and with them a few varints and which calls are timed). The recorder thread is not
+//! budgeted: what it does per event depends on when it wakes (two runs: 85 and 111).
 //!
 //! A figure more than `tolerance_percent` over its budget fails the test, with one line naming
 //! it, its value and its budget. Raising a budget is a commit of its own that says why (the
@@ -372,30 +374,39 @@ fn instruction_budgets() {
             LOOP_ITERS.0, LOOP_ITERS.1
         )
     };
-    let (bare, _) = loop_figure(dir, "bare", &[], no_check);
-    let (rec, _) = loop_figure(dir, "record", &[("SHIM_BACKEND", "glibc")], recorded);
-    let (off, _) = loop_figure(
-        dir,
-        "forward",
-        &[("SHIM_BACKEND", "glibc"), ("SHIM_TRACE", "0")],
-        no_log,
-    );
-    let (watch, _) = loop_figure(
-        dir,
-        "watch",
-        &[
-            ("SHIM_BACKEND", "glibc"),
-            ("SHIM_START", "1d"),
-            ("SHIM_WINDOW", "1s"),
-        ],
-        watched,
-    );
-    let (switched, _) = loop_figure(
-        dir,
-        "switched",
-        &[("SHIM_BACKEND", "mimalloc"), ("SHIM_TRACE", "0")],
-        no_log,
-    );
+    // Counts do not depend on the load: the loop's runs on this thread, stats and the replay
+    // on another, side by side.
+    let ((bare, rec, off, watch, switched), (stats, (replay, plan))) = std::thread::scope(|sc| {
+        let other = sc.spawn(|| (stats_figure(dir), replay_figures(dir)));
+        let (bare, _) = loop_figure(dir, "bare", &[], no_check);
+        let (rec, _) = loop_figure(dir, "record", &[("SHIM_BACKEND", "glibc")], recorded);
+        let (off, _) = loop_figure(
+            dir,
+            "forward",
+            &[("SHIM_BACKEND", "glibc"), ("SHIM_TRACE", "0")],
+            no_log,
+        );
+        let (watch, _) = loop_figure(
+            dir,
+            "watch",
+            &[
+                ("SHIM_BACKEND", "glibc"),
+                ("SHIM_START", "1d"),
+                ("SHIM_WINDOW", "1s"),
+            ],
+            watched,
+        );
+        let (switched, _) = loop_figure(
+            dir,
+            "switched",
+            &[("SHIM_BACKEND", "mimalloc"), ("SHIM_TRACE", "0")],
+            no_log,
+        );
+        let others = other
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        ((bare, rec, off, watch, switched), others)
+    });
     figs.insert(
         "record",
         Figure {
@@ -428,8 +439,7 @@ fn instruction_budgets() {
             ),
         },
     );
-    figs.insert("stats", stats_figure(dir));
-    let (replay, plan) = replay_figures(dir);
+    figs.insert("stats", stats);
     figs.insert("replay", replay);
     figs.insert("replay_plan", plan);
 
