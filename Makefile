@@ -3,6 +3,7 @@
 # make test     every test (unit, property, integration with real programs); installs what
 #               they need first (tools/test-deps.sh), fails on any test that could not run
 # make check    the fast tier (under 5 minutes): unit, property and a handful of integration tests
+# make budget   the instruction budgets alone (itest/budgets.json; valgrind), also part of make test
 # make ownalloc the programs that bring their own allocator (target/ownalloc/bin), for the tests
 # make bench    the benchmarks; rewrites BENCHMARKS.md and bench/results.json
 # make install PREFIX=DIR   bin/shimlog, lib/libshim.so, man pages, bash/zsh/fish completions under DIR
@@ -29,7 +30,7 @@ MISTATS_SRC := workloads/mistats/Cargo.toml workloads/mistats/Cargo.lock $(wildc
 # Arguments of the validator in `make demo`: ITERATIONS THREADS.
 DEMO_VALIDATOR_ARGS ?= 60000 4
 
-.PHONY: all build deps demo test check bench clean ownalloc install install-built dist dist-built
+.PHONY: all build deps demo test check budget bench clean ownalloc install install-built dist dist-built
 
 all: build
 
@@ -136,6 +137,12 @@ check: deps
 	  { $(CARGO) test --workspace --exclude itest --no-fail-fast && \
 	  $(CARGO) test -p itest --no-fail-fast $(addprefix --test ,$(CHECK_ITESTS)); } 2>&1 | tee target/check.log || c=$$?; \
 	  bash tools/tally.sh target/check.log $(SKIPLOG) $$c
+
+# The instruction budgets alone (make test runs them too, as the itest `budget`): callgrind's
+# instructions per event of the shim's paths, shimlog stats and the replay against
+# itest/budgets.json; fails naming any figure over its budget by more than 3%.
+budget: build
+	$(CARGO) test --release -p itest --test budget -- --nocapture
 
 bench: build ownalloc
 	bash bench/run.sh

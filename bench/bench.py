@@ -7,7 +7,10 @@ workloads first).
                      drain rate; callgrind instruction counts; the speed of shimlog stats on a
                      100 M-event log (STATS_EVENTS) and a demo capture of about 100 M events
                      (DEMO_ITERS iterations per thread). Prints the table,
-                     writes bench/results.json and BENCHMARKS.md.
+                     writes bench/results.json and BENCHMARKS.md, and prints each headline
+                     figure against the results.json it replaced (kept as
+                     bench/out/results.prev.json; bench/drift.py), flagging those that moved
+                     by more than their noise.
   bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
                      output and that its log decodes; the replay fidelity programs once each,
                      captured and replayed. Writes nothing outside bench/out/."""
@@ -31,6 +34,7 @@ import idle  # noqa: E402
 import inflight  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
+import drift  # noqa: E402
 import fidelity  # noqa: E402
 import stacks  # noqa: E402
 import figures  # noqa: E402
@@ -247,6 +251,12 @@ def full():
     for mod, what in SECTION_SCRIPTS:
         say(what)
         sections.record(results, mod.TITLE, mod.measure(smoke=False))
+    # The run this one replaces, kept for the comparison printed at the end (bench/drift.py).
+    prev_path = os.path.join(OUT, "results.prev.json")
+    try:
+        shutil.copyfile(os.path.join(ROOT, "bench", "results.json"), prev_path)
+    except OSError:
+        prev_path = None
     with open(os.path.join(ROOT, "bench", "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=False)
         f.write("\n")
@@ -254,6 +264,14 @@ def full():
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write(md)
     print(report.table(results))
+    if prev_path:
+        print()
+        try:
+            prev = drift.load(prev_path)
+            print(drift.render(*drift.compare(prev, results), drift.name_of(prev, "the previous results.json"),
+                               drift.name_of(results, "this run")))
+        except (OSError, ValueError) as e:
+            say(f"no comparison with the previous results.json: {e}")
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
 

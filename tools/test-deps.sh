@@ -30,6 +30,7 @@ DEBS=(
   "python3 -m pip --version|python3-pip|the Python packages below"
   "command -v java|default-jre-headless|itest fleets.rs: Apache Spark's runtime"
   "command -v heaptrack|heaptrack|the bench smoke (make test) runs heaptrack once"
+  "command -v valgrind|valgrind|itest budget.rs: the instruction budgets count with callgrind"
 )
 
 PIPS=(
