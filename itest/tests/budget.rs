@@ -36,7 +36,7 @@ fn valgrind() -> PathBuf {
     });
     found.unwrap_or_else(|| {
         panic!(
-            "valgrind not found on PATH: the instruction budgets need it (Debian's `valgrind` package; .ci/run installs it)"
+            "valgrind not found on PATH: the instruction budgets need it (Debian's `valgrind` package; `make test` installs it as root through tools/test-deps.sh)"
         )
     })
 }
