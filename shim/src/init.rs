@@ -2,7 +2,8 @@
 //! constructor): the settings, the backend, and the log when there is one to write.
 use crate::config;
 use crate::shared::{self, say, Globals, G, TPS_BITS};
-use crate::{state, tls};
+use crate::state;
+use crate::thread::tls;
 use core::sync::atomic::{AtomicU8, Ordering::*};
 use recorder::clock;
 use recorder::transport::Pool;
@@ -125,6 +126,7 @@ fn init() {
         parent_log: None,
         fork_ticks: None,
     });
+    crate::stacks::setup(&cfg.stacks);
     let Some(g) = with_header(g) else { return };
     if cfg.signal != 0 {
         // SHIM_SIGNAL: the program's own handler of that signal, if it had one, is replaced
