@@ -160,17 +160,20 @@ fn select(cfg: &config::Config) -> Backend {
         be::select(cfg.backend);
         return cfg.backend;
     };
-    let switched = crate::patch::install(cfg.choice, cfg.trace);
+    let installed = crate::patch::install(cfg.choice, cfg.trace);
     if let config::Choice::Switch(b) = cfg.choice {
-        if switched == Some(b) {
+        if installed.switched == Some(b) {
             be::select(b);
             return b;
         }
-        let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
-        say(&format!(
-            "shim: {file} serves the program's malloc and cannot be switched to {}; it runs on its own allocator",
-            b.name()
-        ));
+        // One cause, one line: patching said already why it left the library alone.
+        if !installed.said {
+            let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
+            say(&format!(
+                "shim: {file} serves the program's malloc and cannot be switched to {}; it runs on its own allocator",
+                b.name()
+            ));
+        }
     }
     if be::select_own() {
         return Backend::Own;
