@@ -180,7 +180,7 @@ pub unsafe fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void
 /// memory, errno left alone either way.
 #[inline(always)]
 pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, call: impl FnOnce() -> *mut c_void) -> i32 {
-    if align == 0 || align % PTR != 0 || !(align / PTR).is_power_of_two() {
+    if align == 0 || !align.is_multiple_of(PTR) || !(align / PTR).is_power_of_two() {
         return libc::EINVAL;
     }
     let saved = errno();

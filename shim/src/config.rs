@@ -256,8 +256,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 pub fn read() -> Config {
     let mut w: [Option<&'static str>; 20] = [None; 20];
     let choice = match getenv(b"SHIM_BACKEND") {
-        None => Choice::Unset,
-        Some(v) if v.is_empty() => Choice::Unset,
+        None | Some(b"") => Choice::Unset,
         Some(v) if v.eq_ignore_ascii_case(b"own") => Choice::Own,
         Some(v) => match Backend::parse(v) {
             Some(b) if b.available() => Choice::Switch(b),

@@ -313,15 +313,19 @@ exec_hook!(fexecve, c"fexecve", (fd: i32, argv: Argv, envp: Argv));
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _exit(status: i32) -> ! {
     before_exit(status);
-    unsafe { libc::syscall(libc::SYS_exit_group, status) };
-    loop {}
+    loop {
+        // exit_group does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _Exit(status: i32) -> ! {
     before_exit(status);
-    unsafe { libc::syscall(libc::SYS_exit_group, status) };
-    loop {}
+    loop {
+        // exit_group does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
 }
 
 // abort(): noted in the in-flight file (recovery then says the process aborted), then the
@@ -347,9 +351,10 @@ pub unsafe extern "C" fn abort() -> ! {
         libc::raise(libc::SIGABRT);
         libc::signal(libc::SIGABRT, libc::SIG_DFL);
         libc::raise(libc::SIGABRT);
-        libc::syscall(libc::SYS_exit_group, 127);
     }
-    loop {}
+    loop {
+        unsafe { libc::syscall(libc::SYS_exit_group, 127) };
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

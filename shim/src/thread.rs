@@ -571,5 +571,5 @@ pub mod tls {
     }
 
     /// `state` after the thread's exit destructor ran: calls pass through, counted.
-    pub const EXITED: *mut ThreadState = 1 as *mut ThreadState;
+    pub const EXITED: *mut ThreadState = core::ptr::without_provenance_mut(1);
 }
