@@ -1,5 +1,7 @@
-//! Initialisation, on the first call whichever thread makes it (which can come before the
-//! constructor): the settings, the backend, and the log when there is one to write.
+//! Start-up, on the first call whichever thread makes it (which can come before the
+//! constructor): the settings (config.rs), the backend (and a program's allocator library,
+//! patched or kept: patch/), the call stacks' setup, and the log with its header when there
+//! is one to write; then the recording state's first transition (state.rs).
 use crate::config;
 use crate::shared::{self, say, Globals, G, TPS_BITS};
 use crate::state;

@@ -1,7 +1,8 @@
 //! What the recording threads, the recorder and the lifecycle share: the settings and
 //! objects of the process's log (`G`), the counters and flags the recorder thread and the
-//! exit path exchange, and two system helpers. Depends on nothing else in the crate but
-//! the settings' types.
+//! exit path exchange, the SHIM_SIGNAL handler, and the system helpers they use (one line on
+//! stderr, membarrier, a raw thread). Below the threads and the recorder: imports only the
+//! settings' types (config.rs) and the recorder's wake-up (wake.rs).
 use crate::config::{OnFull, Pack, Timing, Windows};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use recorder::clock;

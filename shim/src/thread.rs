@@ -1,4 +1,7 @@
-//! Per-thread recording state and the registry of all of them.
+//! The per-thread buffer: each thread's recording state, the record appended to its
+//! buffer ([`append`], the last step of every recorded call) and the buffer's hand-over to
+//! the recorder, the enter/leave handshake with the recorder and the final flush, the
+//! registry of all threads, and the TLS block (tls.c) every hooked call reads first.
 //!
 //! A thread registers on its first traced call (slow path): it gets a stream number, a
 //! buffer, a ThreadStart record, and a pthread key whose destructor writes ThreadExit and

@@ -6,7 +6,8 @@
 //! in (`modules.rs`) and a `site` record naming the stack of the call just recorded.
 //!
 //! Nothing here allocates: the table and the module list are fixed-size, mapped once; the
-//! unwinders read the stack and the unwind tables in place.
+//! unwinders read the stack and the unwind tables in place. The settings (SHIM_STACKS and
+//! the four that go with it) are config.rs's; [`setup`] takes them at start-up.
 mod modules;
 mod sampler;
 mod table;
