@@ -73,7 +73,7 @@ fn thread_start() {
     unsafe {
         let k = KEY.load(Relaxed);
         if k != u32::MAX {
-            libc::pthread_setspecific(k, 1 as *const c_void);
+            libc::pthread_setspecific(k, core::ptr::without_provenance::<c_void>(1));
         }
     }
 }
@@ -99,7 +99,7 @@ pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if size > MAX {
         return core::ptr::null_mut();
     }
-    if p as usize % SPAN == 0 {
+    if (p as usize).is_multiple_of(SPAN) {
         return unsafe { big::realloc(p, size) };
     }
     thread();
@@ -107,7 +107,7 @@ pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 }
 #[inline(always)]
 pub(crate) unsafe fn free(p: *mut c_void) {
-    if p as usize % SPAN == 0 {
+    if (p as usize).is_multiple_of(SPAN) {
         return unsafe { big::free(p) };
     }
     thread();
@@ -126,7 +126,7 @@ pub(crate) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
 }
 #[inline(always)]
 pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
-    if p as usize % SPAN == 0 {
+    if (p as usize).is_multiple_of(SPAN) {
         return unsafe { big::usable_size(p) };
     }
     unsafe { rp::rpmalloc_usable_size(p) }

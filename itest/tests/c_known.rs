@@ -63,10 +63,8 @@ fn check(backend: &str) {
             if let Some(b) = live.remove(&ptr) {
                 live_bytes -= b.size;
                 let held = e.ts_ns.saturating_sub(b.ts);
-                if (b.size == 4100 && b.tid == main_tid) || (b.size == 2048 && b.tid == tid_a) {
-                    if held < 2_000_000 {
-                        short_held.push((b.size, held));
-                    }
+                if ((b.size == 4100 && b.tid == main_tid) || (b.size == 2048 && b.tid == tid_a)) && held < 2_000_000 {
+                    short_held.push((b.size, held));
                 }
                 if b.size == 2048 && b.tid == tid_a && e.tid == tid_b {
                     cross_2048 += 1;

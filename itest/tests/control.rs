@@ -22,7 +22,7 @@ fn start(dir: &std::path::Path, secs: &str) -> Child {
         .env("SHIM_LOG", dir.join("c.%n.shimlog"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let child = c.spawn().expect("start windows.c");
+    let mut child = c.spawn().expect("start windows.c");
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(10) {
         if ctl(child.id(), &["status"]).status.success() {
@@ -30,7 +30,10 @@ fn start(dir: &std::path::Path, secs: &str) -> Child {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("the control socket of {} never answered", child.id());
+    let pid = child.id();
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the control socket of {pid} never answered");
 }
 
 #[test]

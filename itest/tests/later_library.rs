@@ -1,6 +1,8 @@
 //! A library loaded with dlopen after start-up that brings an allocator of its own (here a
 //! plugin defining mimalloc's entry points): the program runs as without the shim, in the
 //! default mode and switched, and the shim names the library in one line on stderr, once.
+//! And a library linked in at start whose allocator cannot be patched: one line, whatever
+//! SHIM_BACKEND asks.
 use itest::*;
 use std::process::Command;
 
@@ -50,4 +52,85 @@ fn plugin_named_in_the_default_mode() {
 #[test]
 fn plugin_named_when_switched() {
     check(Some("mimalloc"));
+}
+
+/// A library linked in at start that serves the program's malloc and brings an allocator
+/// family the shim cannot patch (its `mi_free` is a single `ret`, too short for a jump):
+/// the program runs on the library whatever SHIM_BACKEND says, and the shim says why in
+/// exactly one stderr line (the cause once: before, a switch asked for printed the patching's
+/// reason and then a second line that the library could not be switched).
+const BUMP_C: &str = r#"#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+static _Alignas(16) unsigned char arena[64 << 20];
+static size_t used;
+struct hdr { size_t size; size_t pad; };
+void *malloc(size_t n) {
+    size_t need = (sizeof(struct hdr) + n + 15) & ~(size_t)15;
+    size_t at = __atomic_fetch_add(&used, need, __ATOMIC_RELAXED);
+    if (n > sizeof arena || at + need > sizeof arena) return NULL;
+    struct hdr *h = (struct hdr *)(arena + at);
+    h->size = n;
+    return h + 1;
+}
+void free(void *p) { (void)p; }
+void *calloc(size_t c, size_t n) {
+    if (n && c > SIZE_MAX / n) return NULL;
+    void *p = malloc(c * n);
+    if (p) memset(p, 0, c * n);
+    return p;
+}
+void *realloc(void *old, size_t n) {
+    void *p = malloc(n);
+    if (p && old) { size_t was = ((struct hdr *)old - 1)->size; memcpy(p, old, was < n ? was : n); }
+    return p;
+}
+size_t malloc_usable_size(void *p) { return p ? ((struct hdr *)p - 1)->size : 0; }
+void *mi_malloc(size_t n) { return malloc(n); }
+void mi_free(void *p) { (void)p; }
+"#;
+
+const BUMP_MAIN_C: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+static void *(*volatile do_malloc)(size_t) = malloc;
+static void (*volatile do_free)(void *) = free;
+int main(void) {
+    unsigned long n = 0;
+    for (int i = 0; i < 1000; i++) { char *p = do_malloc(32 + i); p[0] = 1; n += p[0]; do_free(p); }
+    printf("work %lu\n", n);
+    return 0;
+}
+"#;
+
+#[test]
+fn unpatchable_library_named_once_in_every_mode() {
+    let dir = tempfile::Builder::new().prefix("itest-bumplib-").tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("bump.c"), BUMP_C).expect("write bump.c");
+    std::fs::write(d.join("main.c"), BUMP_MAIN_C).expect("write main.c");
+    let mut cc = Command::new("cc");
+    // -fno-builtin: gcc would make the calloc above call calloc; -fcf-protection=none keeps
+    // the empty mi_free a one-byte `ret`.
+    cc.args(["-O2", "-fno-builtin", "-fcf-protection=none", "-shared", "-fPIC", "-o"])
+        .arg(d.join("libbump.so"))
+        .arg(d.join("bump.c"));
+    run(cc).assert_success("cc -shared bump.c");
+    let mut cc = Command::new("cc");
+    cc.args(["-O2", "-o"]).arg(d.join("main")).arg(d.join("main.c"));
+    cc.arg("-Wl,--no-as-needed").arg(format!("-L{}", d.display())).arg("-lbump");
+    cc.arg(format!("-Wl,-rpath,{}", d.display()));
+    run(cc).assert_success("cc main.c -lbump");
+    let lib = d.join("libbump.so");
+    for backend in [None, Some("own"), Some("jemalloc"), Some("mimalloc"), Some("glibc")] {
+        let t = run_traced_mode(backend, || command(d.join("main")));
+        t.out.assert_success(&format!("main on libbump.so, SHIM_BACKEND={backend:?}"));
+        assert_eq!(t.out.stdout_str().trim(), "work 1000", "what the program printed, SHIM_BACKEND={backend:?}");
+        let lines: Vec<&str> = t.out.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "SHIM_BACKEND={backend:?}: one line from the shim expected, got {lines:?}");
+        let l = lines[0];
+        assert!(
+            l.starts_with("shim: ") && l.contains(lib.to_str().unwrap()) && l.contains("mi_free cannot be patched"),
+            "SHIM_BACKEND={backend:?}: the line should name the library and why: {l}"
+        );
+    }
 }

@@ -1,7 +1,9 @@
-//! The environment variables, read once at start-up without allocating (the first malloc can
-//! come before libc has set `environ`; then /proc/self/environ is read instead).
+//! The settings: every `SHIM_*` environment variable (and MALLOC_CONF) is parsed here, once
+//! at start-up, without allocating (the first malloc can come before libc has set
+//! `environ`; then /proc/self/environ is read instead). A bad value becomes one line for
+//! stderr naming what is accepted, and the default. The bottom layer: imports nothing of
+//! the crate.
 use shim_backend::Backend;
-use crate::packing::Pack;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Timing {
@@ -11,10 +13,50 @@ pub enum Timing {
     Every(u32),
 }
 
+/// How the recorder packs buffers, as SHIM_PACK says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pack {
+    Rows,
+    Columns,
+    Auto,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum OnFull {
     Block,
     Drop,
+}
+
+/// SHIM_STACKS: which calls' stacks are taken.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum StackMode {
+    Off = 0,
+    /// Calls that stay inside the allocator over SHIM_STALL.
+    Slow = 1,
+    /// Those, and allocations the byte sampler takes (mean SHIM_SAMPLE_BYTES).
+    Sample = 2,
+    /// Every allocation.
+    All = 3,
+}
+
+/// The largest SHIM_STACK_DEPTH.
+pub const MAX_STACK_DEPTH: u32 = 256;
+
+/// The call stacks' settings: SHIM_STACKS (as capture windows and SHIM_RECORD=sample leave
+/// it), SHIM_SAMPLE_BYTES, SHIM_STACK_DEPTH, SHIM_UNWIND, SHIM_SAMPLE_SEED.
+pub struct Stacks {
+    pub mode: StackMode,
+    /// The byte sampler's mean distance between samples.
+    pub sample_bytes: u64,
+    /// Frames kept per stack.
+    pub depth: u32,
+    /// SHIM_UNWIND=fp: follow frame pointers rather than the unwind tables.
+    pub frame_pointers: bool,
+    /// SHIM_SAMPLE_SEED (odd), for a repeatable sampler.
+    pub seed: Option<u64>,
+    /// One line each, said when the stacks are set up: only in a process that records.
+    pub warnings: [Option<&'static str>; 6],
 }
 
 /// What SHIM_BACKEND asks of a program that brings its own allocator.
@@ -62,7 +104,7 @@ pub struct Config {
     pub sample_only: bool,
     /// SHIM_PACK: columns (about half the log bytes, at up to 4 times the recorder's CPU), rows
     /// (zstd alone), or auto (the default: columns while a core is idle).
-    pub pack: crate::packing::Pack,
+    pub pack: Pack,
     /// SHIM_INFLIGHT_MAX: the most bytes dead processes' in-flight files may take in the
     /// user's in-flight directory before the oldest are recovered or removed at once (None,
     /// `off`: this process leaves other processes' files alone).
@@ -70,6 +112,8 @@ pub struct Config {
     /// SHIM_INFLIGHT_DIR: where the user's in-flight directory `shim-UID` is made (absolute
     /// path; default /dev/shm).
     pub inflight_base: &'static [u8],
+    /// The call stacks' settings (stacks/).
+    pub stacks: Stacks,
     /// One line each, printed once initialisation is far enough to print.
     pub warnings: [Option<&'static str>; 20],
 }
@@ -132,6 +176,10 @@ pub fn parse_duration(s: &[u8]) -> Option<u64> {
 /// recorder's watchdog), which keeps the recording cost within the benchmark's target.
 pub const DEFAULT_TIMING: Timing = Timing::Every(64);
 pub const DEFAULT_LOG: &str = "shim.%e.%p.shimlog";
+/// Default SHIM_SAMPLE_BYTES: 512 KiB.
+pub const DEFAULT_SAMPLE_BYTES: u64 = 512 << 10;
+/// Default SHIM_STACK_DEPTH.
+pub const DEFAULT_STACK_DEPTH: u32 = 64;
 /// Default SHIM_INFLIGHT_MAX: 64 MiB of dead processes' in-flight files (about 60 of them).
 pub const DEFAULT_INFLIGHT_MAX: u64 = 64 << 20;
 
@@ -184,6 +232,13 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
+fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 18 || !s.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.iter().fold(0u64, |n, &c| n * 10 + (c - b'0') as u64))
+}
+
 fn parse_u32(s: &[u8]) -> Option<u32> {
     if s.is_empty() || s.len() > 9 {
         return None;
@@ -201,8 +256,7 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 pub fn read() -> Config {
     let mut w: [Option<&'static str>; 20] = [None; 20];
     let choice = match getenv(b"SHIM_BACKEND") {
-        None => Choice::Unset,
-        Some(v) if v.is_empty() => Choice::Unset,
+        None | Some(b"") => Choice::Unset,
         Some(v) if v.eq_ignore_ascii_case(b"own") => Choice::Own,
         Some(v) => match Backend::parse(v) {
             Some(b) if b.available() => Choice::Switch(b),
@@ -381,6 +435,12 @@ pub fn read() -> Config {
             }
         }
     };
+    let sample_only = if sample_only && windows.is_some() {
+        w[16] = Some("shim: SHIM_RECORD=sample does not go with capture windows (or a limit, control, signal); recording all in the windows");
+        false
+    } else {
+        sample_only
+    };
     Config {
         backend,
         choice,
@@ -398,17 +458,70 @@ pub fn read() -> Config {
         log_limit,
         rotate,
         crash_safe,
-        sample_only: if sample_only && windows.is_some() {
-            w[16] = Some("shim: SHIM_RECORD=sample does not go with capture windows (or a limit, control, signal); recording all in the windows");
-            false
-        } else {
-            sample_only
-        },
+        sample_only,
+        stacks: read_stacks(windows.is_some(), sample_only),
         pack,
         inflight_max,
         inflight_base,
         warnings: w,
     }
+}
+
+/// The call stacks' settings, as capture windows (`windows`) and SHIM_RECORD=sample
+/// (`sample_only`) leave them.
+fn read_stacks(windows: bool, sample_only: bool) -> Stacks {
+    let mut w: [Option<&'static str>; 6] = [None; 6];
+    let asked = getenv(b"SHIM_STACKS").is_some();
+    let mut mode = match getenv(b"SHIM_STACKS") {
+        None | Some(b"slow") => StackMode::Slow,
+        Some(b"off") | Some(b"0") => StackMode::Off,
+        Some(b"sample") => StackMode::Sample,
+        Some(b"all") => StackMode::All,
+        Some(_) => {
+            w[0] = Some("shim: unknown SHIM_STACKS (off, slow, sample, all); using slow");
+            StackMode::Slow
+        }
+    };
+    let sample_bytes = match getenv(b"SHIM_SAMPLE_BYTES").map(|v| parse_size(v).filter(|&n| n > 0)) {
+        None => DEFAULT_SAMPLE_BYTES,
+        Some(Some(n)) => n,
+        Some(None) => {
+            w[1] = Some("shim: unknown SHIM_SAMPLE_BYTES (a size over 0: 512k, 4M); using 512k");
+            DEFAULT_SAMPLE_BYTES
+        }
+    };
+    let depth = match getenv(b"SHIM_STACK_DEPTH").map(parse_u64) {
+        None => DEFAULT_STACK_DEPTH,
+        Some(Some(n)) if (1..=MAX_STACK_DEPTH as u64).contains(&n) => n as u32,
+        Some(_) => {
+            w[2] = Some("shim: unknown SHIM_STACK_DEPTH (1 to 256); using 64");
+            DEFAULT_STACK_DEPTH
+        }
+    };
+    let frame_pointers = match getenv(b"SHIM_UNWIND") {
+        None | Some(b"tables") => false,
+        Some(b"fp") => true,
+        Some(_) => {
+            w[3] = Some("shim: unknown SHIM_UNWIND (tables, fp); using tables");
+            false
+        }
+    };
+    let seed = getenv(b"SHIM_SAMPLE_SEED").and_then(parse_u64).map(|s| s | 1);
+    if sample_only && mode != StackMode::Sample {
+        // The sampled-only log is the sampled allocations' stacks: the sampler must run.
+        if asked {
+            w[4] = Some("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
+        }
+        mode = StackMode::Sample;
+    }
+    if mode != StackMode::Off && windows {
+        // Each window's log would need the stacks again; the default just stays out of the way.
+        if asked {
+            w[5] = Some("shim: SHIM_STACKS is not supported with capture windows; stacks off");
+        }
+        mode = StackMode::Off;
+    }
+    Stacks { mode, sample_bytes, depth, frame_pointers, seed, warnings: w }
 }
 
 impl Timing {

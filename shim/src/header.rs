@@ -50,7 +50,7 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         record: g.sample_only.then(|| "sample".to_string()),
         ..Header::default()
     };
-    crate::stacks::describe(&mut h, g.windows.is_some(), g.sample_only);
+    crate::stacks::describe(&mut h);
     h
 }
 

@@ -1,8 +1,11 @@
-//! Initialisation, on the first call whichever thread makes it (which can come before the
-//! constructor): the settings, the backend, and the log when there is one to write.
+//! Start-up, on the first call whichever thread makes it (which can come before the
+//! constructor): the settings (config.rs), the backend (and a program's allocator library,
+//! patched or kept: patch/), the call stacks' setup, and the log with its header when there
+//! is one to write; then the recording state's first transition (state.rs).
 use crate::config;
 use crate::shared::{self, say, Globals, G, TPS_BITS};
-use crate::{state, tls};
+use crate::state;
+use crate::thread::tls;
 use core::sync::atomic::{AtomicU8, Ordering::*};
 use recorder::clock;
 use recorder::transport::Pool;
@@ -125,6 +128,7 @@ fn init() {
         parent_log: None,
         fork_ticks: None,
     });
+    crate::stacks::setup(&cfg.stacks);
     let Some(g) = with_header(g) else { return };
     if cfg.signal != 0 {
         // SHIM_SIGNAL: the program's own handler of that signal, if it had one, is replaced
@@ -158,17 +162,20 @@ fn select(cfg: &config::Config) -> Backend {
         be::select(cfg.backend);
         return cfg.backend;
     };
-    let switched = crate::patch::install(cfg.choice, cfg.trace);
+    let installed = crate::patch::install(cfg.choice, cfg.trace);
     if let config::Choice::Switch(b) = cfg.choice {
-        if switched == Some(b) {
+        if installed.switched == Some(b) {
             be::select(b);
             return b;
         }
-        let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
-        say(&format!(
-            "shim: {file} serves the program's malloc and cannot be switched to {}; it runs on its own allocator",
-            b.name()
-        ));
+        // One cause, one line: patching said already why it left the library alone.
+        if !installed.said {
+            let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
+            say(&format!(
+                "shim: {file} serves the program's malloc and cannot be switched to {}; it runs on its own allocator",
+                b.name()
+            ));
+        }
     }
     if be::select_own() {
         return Backend::Own;

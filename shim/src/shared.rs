@@ -1,8 +1,9 @@
 //! What the recording threads, the recorder and the lifecycle share: the settings and
 //! objects of the process's log (`G`), the counters and flags the recorder thread and the
-//! exit path exchange, and two system helpers. Depends on nothing else in the crate but
-//! the settings' types.
-use crate::config::{OnFull, Timing, Windows};
+//! exit path exchange, the SHIM_SIGNAL handler, and the system helpers they use (one line on
+//! stderr, membarrier, a raw thread). Below the threads and the recorder: imports only the
+//! settings' types (config.rs) and the recorder's wake-up (wake.rs).
+use crate::config::{OnFull, Pack, Timing, Windows};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use recorder::clock;
 use recorder::transport::Pool;
@@ -48,8 +49,8 @@ pub struct Globals {
     pub inflight_max: Option<u64>,
     /// SHIM_RECORD=sample: only sampled allocations, their frees and slow calls.
     pub sample_only: bool,
-    /// SHIM_PACK: how the recorder packs buffers (crate::packing).
-    pub pack: crate::packing::Pack,
+    /// SHIM_PACK: how the recorder packs buffers (background/packing).
+    pub pack: Pack,
     /// In a fork child: the parent's log, and the moment of the fork (log ticks).
     pub parent_log: Option<String>,
     pub fork_ticks: Option<u64>,
@@ -61,7 +62,7 @@ pub static SIGNALS: AtomicU64 = AtomicU64::new(0);
 /// The SHIM_SIGNAL handler: async-signal-safe, one atomic add and a futex wake.
 pub extern "C" fn on_signal(_: libc::c_int) {
     SIGNALS.fetch_add(1, Relaxed);
-    crate::pace::nudge();
+    crate::wake::nudge();
 }
 
 pub struct GlobalCell(AtomicPtr<Globals>);

@@ -1,4 +1,7 @@
-//! Per-thread recording state and the registry of all of them.
+//! The per-thread buffer: each thread's recording state, the record appended to its
+//! buffer ([`append`], the last step of every recorded call) and the buffer's hand-over to
+//! the recorder, the enter/leave handshake with the recorder and the final flush, the
+//! registry of all threads, and the TLS block (tls.c) every hooked call reads first.
 //!
 //! A thread registers on its first traced call (slow path): it gets a stream number, a
 //! buffer, a ThreadStart record, and a pthread key whose destructor writes ThreadExit and
@@ -7,7 +10,7 @@
 //! fork), so fork's prepare handler can hold it across fork.
 use crate::config::OnFull;
 use crate::shared::{self, G};
-use crate::{pace, state, tls};
+use crate::{state, wake};
 use core::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use recorder::buffer::{Args, Buf};
 use recorder::{clock, Op};
@@ -253,7 +256,7 @@ pub fn register() -> *mut ThreadState {
     }
     // Its calls are new to a dozing recorder's watchdog (and the store above may have
     // wiped the WAKE it was given since the push).
-    pace::nudge();
+    wake::nudge();
     st
 }
 
@@ -284,7 +287,7 @@ fn rearm(st: &mut ThreadState) -> bool {
         match st.halt.compare_exchange(REARM, RUN, SeqCst, Relaxed) {
             Ok(_) => return true,
             // The recorder began to doze meanwhile.
-            Err(h) if h & pace::WAKE != 0 => woken(st),
+            Err(h) if h & wake::WAKE != 0 => woken(st),
             Err(_) => return false,
         }
     }
@@ -331,7 +334,7 @@ impl ThreadState {
         match next {
             Some(b) => {
                 g.pool.send_full(full);
-                pace::nudge();
+                wake::nudge();
                 self.handed_over(b);
             }
             None => unsafe {
@@ -381,7 +384,7 @@ impl ThreadState {
             g.pool.give_back(self.buf);
         } else {
             g.pool.send_full(self.buf);
-            pace::nudge();
+            wake::nudge();
         }
         true
     }
@@ -414,7 +417,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
 
 /// Marks the thread as inside the shim. False when the final flush has begun or the
 /// window closed: the caller then forwards without recording (see
-/// `lifecycle::final_flush` for the handshake).
+/// `process::final_flush` for the handshake).
 #[inline(always)]
 pub fn enter(st: &mut ThreadState) -> bool {
     let n = st.next_call();
@@ -431,7 +434,7 @@ pub fn enter(st: &mut ThreadState) -> bool {
 fn halted(st: &mut ThreadState) -> bool {
     loop {
         match st.halt.load(Acquire) {
-            h if h & pace::WAKE != 0 => woken(st),
+            h if h & wake::WAKE != 0 => woken(st),
             RUN => return true,
             TAKE => core::hint::spin_loop(),
             REARM => return state::get() == state::RECORDING && rearm(st),
@@ -441,18 +444,31 @@ fn halted(st: &mut ThreadState) -> bool {
 }
 
 /// This thread's call is the first since the recorder began to doze: wake it, so that its
-/// watchdog sees the call (crate::pace).
+/// watchdog sees the call (background/pace.rs).
 #[cold]
 #[inline(never)]
 pub fn woken(st: &mut ThreadState) {
-    st.halt.fetch_and(!pace::WAKE, SeqCst);
-    pace::nudge();
+    st.halt.fetch_and(!wake::WAKE, SeqCst);
+    wake::nudge();
 }
 
 #[inline(always)]
 pub fn leave(st: &mut ThreadState) {
     compiler_fence(SeqCst);
     st.in_call.store(0, Relaxed);
+}
+
+/// Appends one record to the thread's buffer, handing the buffer over first when it is full
+/// or its first record a second old. Plain stores (a full buffer's hand-over aside).
+#[inline(always)]
+pub fn append(st: &mut ThreadState, op: Op, ts: u64, a: &Args, bt: Option<u64>) {
+    let b = unsafe { &mut *st.buf };
+    let ts = clock::to_log(ts);
+    let age = ts.wrapping_sub(b.first_ticks);
+    if !b.has_room() || (b.n != 0 && age > shared::flush_ticks()) {
+        st.swap_buffer();
+    }
+    unsafe { (*st.buf).push(op, ts, a, bt.map(clock::to_log)) };
 }
 
 /// Stops recording on every thread: moves the state to STOPPING (for threads not yet registered) and
@@ -512,4 +528,51 @@ pub fn arm_window_threads() {
         st.halt.store(REARM, SeqCst);
         true
     });
+}
+
+/// The initial-exec TLS block defined in tls.c: each thread's pointer to its
+/// [`ThreadState`] and its `busy` flag, the first thing every hooked call reads.
+pub mod tls {
+    use super::ThreadState;
+
+    #[repr(C)]
+    pub struct Tls {
+        /// This thread's recording state: null until it registers, [`EXITED`] after its exit.
+        pub state: *mut ThreadState,
+        /// Non-zero while inside the shim: nested calls pass straight through.
+        pub busy: u32,
+    }
+
+    #[allow(improper_ctypes)]
+    unsafe extern "C" {
+        #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+        fn shim_tls() -> *mut Tls;
+        #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+        static mut shim_tls_block: Tls;
+    }
+
+    /// The calling thread's block. Never null.
+    #[inline(always)]
+    pub fn get() -> &'static mut Tls {
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            // Initial-exec: the block's offset from the thread pointer comes from the GOT.
+            let p: *mut Tls;
+            core::arch::asm!(
+                "mov {p}, qword ptr [rip + {v}@GOTTPOFF]",
+                "add {p}, qword ptr fs:[0]",
+                p = out(reg) p,
+                v = sym shim_tls_block,
+                options(pure, readonly, nostack),
+            );
+            &mut *p
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unsafe {
+            &mut *shim_tls()
+        }
+    }
+
+    /// `state` after the thread's exit destructor ran: calls pass through, counted.
+    pub const EXITED: *mut ThreadState = core::ptr::without_provenance_mut(1);
 }

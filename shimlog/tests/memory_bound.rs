@@ -5,6 +5,7 @@ mod synth;
 use synth::{four_threads, xorshift};
 
 /// Peak resident memory (KiB) of `shimlog ARGS...`, which must succeed.
+#[allow(clippy::zombie_processes, reason = "the child is waited for with wait4, for its rusage")]
 fn peak_rss_kb(args: &[&str]) -> u64 {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_shimlog"))
         .args(args)

@@ -262,23 +262,6 @@ impl<const N: usize> core::fmt::Write for Buf<N> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_cause_is_said_once() {
-        let _serial = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        assert!(say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
-        assert!(!say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
-        assert!(say_once("test_api", b"a.name", Trouble::CannotHonour, Backend::Glibc));
-        assert!(say_once("test_api", b"another", Trouble::UnknownName, Backend::Glibc));
-        // A name longer than a line is cut, not a crash.
-        let long = [b'x'; 5000];
-        assert!(say_once("test_api", &long, Trouble::UnknownName, Backend::Glibc));
-    }
-}
-
 /// `n` bytes from backend `b` itself, whichever is selected (tests of several backends in
 /// one process).
 #[cfg(test)]
@@ -308,5 +291,22 @@ pub(crate) unsafe fn free_in(b: Backend, p: *mut core::ffi::c_void) {
             Backend::Rpmalloc => crate::rpmalloc::free(p),
             Backend::Own => crate::own::free(p),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let _serial = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
+        assert!(!say_once("test_api", b"a.name", Trouble::UnknownName, Backend::Glibc));
+        assert!(say_once("test_api", b"a.name", Trouble::CannotHonour, Backend::Glibc));
+        assert!(say_once("test_api", b"another", Trouble::UnknownName, Backend::Glibc));
+        // A name longer than a line is cut, not a crash.
+        let long = [b'x'; 5000];
+        assert!(say_once("test_api", &long, Trouble::UnknownName, Backend::Glibc));
     }
 }

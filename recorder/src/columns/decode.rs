@@ -192,6 +192,7 @@ impl Decoder {
 
     /// After the last record: every column must be used up.
     #[cold]
+    #[allow(clippy::needless_range_loop, reason = "c indexes the positions, the columns and their names alike")]
     fn end(&self, cols: &Columns) -> Result<usize, String> {
         for c in 1..N_COLS {
             if self.pos[c] != cols.0[c].len() {

@@ -2,6 +2,9 @@
 //! behind it.
 use std::fs::File;
 
+/// The log file mapped read-only, so that frame bodies are decompressed from the page cache
+/// without a copy into a buffer first. (A log is only ever appended to and rewritten in
+/// place, never truncated, while a reader may have it mapped.)
 pub(super) struct Mapped {
     pub(super) ptr: *const u8,
     pub(super) len: usize,

@@ -86,10 +86,6 @@ pub struct FrameInfo {
     pub h: FrameHeader,
 }
 
-/// The log file mapped read-only, so that frame bodies are decompressed from the page cache
-/// without a copy into a buffer first. (A log is only ever appended to and rewritten in
-
-
 pub struct LogReader {
     file: File,
     /// The file's first `file_len` bytes, where mmap works (else frames are read with pread).

@@ -23,7 +23,6 @@ pub mod owner;
 mod wrappers;
 
 use crate::config::Choice;
-use crate::shared::say;
 use entries::{Kind, KINDS};
 use recorder::format::OwnAllocator;
 use shim_backend::Backend;
@@ -45,16 +44,38 @@ pub fn early(choice: Choice) {
 }
 
 static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// `install` said on stderr why something was not patched or not switched.
+static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One line on stderr from `install`, noted: the line that says why is the only one.
+fn say(msg: &str) {
+    SAID.store(true, std::sync::atomic::Ordering::Relaxed);
+    crate::shared::say(msg);
+}
+
+/// What [`install`] did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Installed {
+    /// The backend the program's own allocators were switched to, if they were.
+    pub switched: Option<Backend>,
+    /// A line on stderr said why something was left as it was (the caller adds none).
+    pub said: bool,
+}
 
 /// Finds the program's own allocators and patches them: recorded in place (`Unset`, `Own`),
 /// or served by the backend (`Switch`). `trace`: recording is on. Runs once (at the first
 /// call when the program links an allocator library, whose standard names must be settled
 /// before the first allocation; else from the constructor); returns the backend the
-/// program's allocators were switched to, if they were.
-pub fn install(choice: Choice, trace: bool) -> Option<Backend> {
+/// program's allocators were switched to, if they were, and whether it said why not.
+pub fn install(choice: Choice, trace: bool) -> Installed {
     if INSTALLED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        return None;
+        return Installed { switched: None, said: false };
     }
+    let switched = install_once(choice, trace);
+    Installed { switched, said: SAID.load(std::sync::atomic::Ordering::Relaxed) }
+}
+
+fn install_once(choice: Choice, trace: bool) -> Option<Backend> {
     if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
         return None;
     }

@@ -11,7 +11,7 @@
 use super::entries::Kind;
 use super::owner;
 use super::wrappers::{self, SLOTS};
-use crate::exports::{oom, set_errno};
+use crate::c_rules::{self as c, Heap};
 use core::ffi::c_void;
 use shim_backend::direct as d;
 use shim_backend::Backend;
@@ -30,30 +30,41 @@ macro_rules! general {
     }};
 }
 
+/// Backend `B`'s calls, made directly, for the C rules (c_rules.rs).
+struct Direct<const B: u8>;
+
+impl<const B: u8> Heap for Direct<B> {
+    #[inline(always)]
+    unsafe fn malloc(size: usize) -> *mut c_void {
+        unsafe { d::malloc::<B>(size) }
+    }
+    #[inline(always)]
+    unsafe fn calloc(n: usize, size: usize) -> *mut c_void {
+        unsafe { d::calloc::<B>(n, size) }
+    }
+    #[inline(always)]
+    unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+        unsafe { d::realloc::<B>(p, size) }
+    }
+    #[inline(always)]
+    unsafe fn free(p: *mut c_void) {
+        unsafe { d::free::<B>(p) }
+    }
+}
+
 extern "C" fn malloc<const S: usize, const B: u8>(n: usize) -> *mut c_void {
-    oom(unsafe { d::malloc::<B>(n) })
+    unsafe { c::malloc_in::<Direct<B>>(n) }
 }
 
 extern "C" fn calloc<const S: usize, const B: u8>(c: usize, n: usize) -> *mut c_void {
-    if c.checked_mul(n).is_none() {
-        set_errno(libc::ENOMEM);
-        return core::ptr::null_mut();
-    }
-    oom(unsafe { d::calloc::<B>(c, n) })
+    unsafe { c::calloc_in::<Direct<B>>(c, n) }
 }
 
 extern "C" fn realloc<const S: usize, const B: u8>(p: *mut c_void, n: usize) -> *mut c_void {
-    if p.is_null() {
-        return oom(unsafe { d::malloc::<B>(n) });
-    }
-    if owner::is_old(p) {
+    if !p.is_null() && owner::is_old(p) {
         return general!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n));
     }
-    if n == 0 {
-        unsafe { d::free::<B>(p) };
-        return core::ptr::null_mut();
-    }
-    oom(unsafe { d::realloc::<B>(p, n) })
+    unsafe { c::realloc_in::<Direct<B>>(p, n) }
 }
 
 extern "C" fn free<const S: usize, const B: u8>(p: *mut c_void) {

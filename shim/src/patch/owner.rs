@@ -16,6 +16,13 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 
 const MAX_RANGES: usize = 1024;
 static mut RANGES: [(usize, usize); MAX_RANGES] = [(0, 0); MAX_RANGES];
+
+/// The ranges, read-only (written only while the process has one thread, before `activate`).
+#[inline(always)]
+fn ranges() -> &'static [(usize, usize); MAX_RANGES] {
+    let p = &raw const RANGES;
+    unsafe { &*p }
+}
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 static LOW: AtomicUsize = AtomicUsize::new(usize::MAX);
 static HIGH: AtomicUsize = AtomicUsize::new(0);
@@ -141,7 +148,7 @@ pub fn is_old(p: *mut libc::c_void) -> bool {
 fn classify(r: usize) -> usize {
     let (a, b) = (r << REGION_SHIFT, (r + 1) << REGION_SHIFT);
     let n = COUNT.load(Relaxed);
-    let ranges = unsafe { &(&(*(&raw const RANGES)))[..n] };
+    let ranges = &ranges()[..n];
     let state = if ranges.iter().any(|&(s, e)| s <= a && b <= e) {
         OLD
     } else if ranges.iter().any(|&(s, e)| s < b && a < e) {
@@ -155,7 +162,7 @@ fn classify(r: usize) -> usize {
 
 fn in_ranges(p: usize) -> bool {
     let n = COUNT.load(Relaxed);
-    let ranges = unsafe { &(&(*(&raw const RANGES)))[..n] };
+    let ranges = &ranges()[..n];
     let i = ranges.partition_point(|&(a, _)| a <= p);
     i > 0 && p < ranges[i - 1].1
 }
@@ -196,7 +203,7 @@ pub fn guarded_munmap(addr: *mut libc::c_void, len: usize) -> i32 {
     let a = addr as usize;
     let overlaps = active() && a < HIGH.load(Relaxed) && a.saturating_add(len) > LOW.load(Relaxed) && {
         let n = COUNT.load(Relaxed);
-        let ranges = unsafe { &(&(*(&raw const RANGES)))[..n] };
+        let ranges = &ranges()[..n];
         ranges.iter().any(|&(s, e)| a < e && a.saturating_add(len) > s)
     };
     unsafe {

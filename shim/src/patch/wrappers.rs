@@ -4,12 +4,15 @@
 //! Recorded (the default for a program's own allocator): the call is recorded around the
 //! original, through its trampoline. Switched: the call is served by the shim's backend with
 //! the entry point's semantics (the standard ones by the shim's own C functions in
-//! `exports`), except that a block its own allocator made (see `owner`) goes back to it.
+//! `exports`, the others with the C rules of c_rules.rs), except that a block its own
+//! allocator made (see `owner`) goes back to it. Either way the call goes through the one
+//! dispatch on the recording state (hot/dispatch.rs).
 #![allow(clippy::missing_safety_doc)]
 use super::entries::{Kind, KINDS};
 use super::owner;
-use crate::exports::{self, aligned, oom, realloc_rules, set_errno};
-use crate::hot;
+use crate::c_rules::{self as c, aligned, oom};
+use crate::exports;
+use crate::hot::dispatch;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use recorder::buffer::Args;
@@ -138,15 +141,15 @@ extern "C" fn alloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
         return unsafe { exports::malloc(n) };
     }
-    hot::alloc(Op::Malloc, args(n), || orig!(Alloc1, S, (usize) -> *mut c_void, (n)))
+    dispatch::alloc(Op::Malloc, args(n), || orig!(Alloc1, S, (usize) -> *mut c_void, (n)))
 }
 
 extern "C" fn zalloc1<const S: usize>(n: usize) -> *mut c_void {
     let a = Args { count: 1, size: n as u64, ..Args::default() };
     if switched() {
-        return hot::alloc(Op::Calloc, a, || unsafe { oom(be::calloc(1, n)) });
+        return dispatch::alloc(Op::Calloc, a, || unsafe { c::calloc(1, n) });
     }
-    hot::alloc(Op::Calloc, a, || orig!(Zalloc1, S, (usize) -> *mut c_void, (n)))
+    dispatch::alloc(Op::Calloc, a, || orig!(Zalloc1, S, (usize) -> *mut c_void, (n)))
 }
 
 extern "C" fn calloc2<const S: usize>(c: usize, n: usize) -> *mut c_void {
@@ -154,21 +157,15 @@ extern "C" fn calloc2<const S: usize>(c: usize, n: usize) -> *mut c_void {
         return unsafe { exports::calloc(c, n) };
     }
     let a = Args { count: c as u64, size: n as u64, ..Args::default() };
-    hot::alloc(Op::Calloc, a, || orig!(Calloc2, S, (usize, usize) -> *mut c_void, (c, n)))
+    dispatch::alloc(Op::Calloc, a, || orig!(Calloc2, S, (usize, usize) -> *mut c_void, (c, n)))
 }
 
 extern "C" fn mallocn2<const S: usize>(c: usize, n: usize) -> *mut c_void {
     let a = args(c.saturating_mul(n));
     if switched() {
-        return hot::alloc(Op::Malloc, a, || match c.checked_mul(n) {
-            Some(t) => unsafe { oom(be::malloc(t)) },
-            None => {
-                set_errno(libc::ENOMEM);
-                core::ptr::null_mut()
-            }
-        });
+        return dispatch::alloc(Op::Malloc, a, || unsafe { c::malloc_n(c, n) });
     }
-    hot::alloc(Op::Malloc, a, || orig!(Mallocn2, S, (usize, usize) -> *mut c_void, (c, n)))
+    dispatch::alloc(Op::Malloc, a, || orig!(Mallocn2, S, (usize, usize) -> *mut c_void, (c, n)))
 }
 
 extern "C" fn posix_memalign3<const S: usize>(out: *mut *mut c_void, al: usize, n: usize) -> c_int {
@@ -178,7 +175,7 @@ extern "C" fn posix_memalign3<const S: usize>(out: *mut *mut c_void, al: usize, 
     let mut rc = 0;
     let mut q: *mut c_void = core::ptr::null_mut();
     let a = Args { align: al as u64, size: n as u64, ..Args::default() };
-    hot::alloc(Op::PosixMemalign, a, || {
+    dispatch::alloc(Op::PosixMemalign, a, || {
         rc = orig!(PosixMemalign3, S, (*mut *mut c_void, usize, usize) -> c_int, (&mut q, al, n));
         if rc == 0 { q } else { core::ptr::null_mut() }
     });
@@ -195,7 +192,7 @@ macro_rules! aligned_std {
                 return unsafe { exports::$export(al, n) };
             }
             let a = Args { align: al as u64, size: n as u64, ..Args::default() };
-            hot::alloc(Op::$op, a, || orig!($kind, S, (usize, usize) -> *mut c_void, (al, n)))
+            dispatch::alloc(Op::$op, a, || orig!($kind, S, (usize, usize) -> *mut c_void, (al, n)))
         }
     };
 }
@@ -206,14 +203,14 @@ extern "C" fn valloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
         return unsafe { exports::valloc(n) };
     }
-    hot::alloc(Op::Valloc, args(n), || orig!(Valloc1, S, (usize) -> *mut c_void, (n)))
+    dispatch::alloc(Op::Valloc, args(n), || orig!(Valloc1, S, (usize) -> *mut c_void, (n)))
 }
 
 extern "C" fn pvalloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
         return unsafe { exports::pvalloc(n) };
     }
-    hot::alloc(Op::Pvalloc, args(n), || orig!(Pvalloc1, S, (usize) -> *mut c_void, (n)))
+    dispatch::alloc(Op::Pvalloc, args(n), || orig!(Pvalloc1, S, (usize) -> *mut c_void, (n)))
 }
 
 extern "C" fn alloc_aligned2<const S: usize>(n: usize, al: usize) -> *mut c_void {
@@ -222,9 +219,9 @@ extern "C" fn alloc_aligned2<const S: usize>(n: usize, al: usize) -> *mut c_void
         if !al.is_power_of_two() {
             return core::ptr::null_mut();
         }
-        return hot::alloc(op, a, || unsafe { backend_aligned(al, n, false) });
+        return dispatch::alloc(op, a, || unsafe { backend_aligned(al, n, false) });
     }
-    hot::alloc(op, a, || orig!(AllocAligned2, S, (usize, usize) -> *mut c_void, (n, al)))
+    dispatch::alloc(op, a, || orig!(AllocAligned2, S, (usize, usize) -> *mut c_void, (n, al)))
 }
 
 extern "C" fn zalloc_aligned2<const S: usize>(n: usize, al: usize) -> *mut c_void {
@@ -233,9 +230,9 @@ extern "C" fn zalloc_aligned2<const S: usize>(n: usize, al: usize) -> *mut c_voi
         if !al.is_power_of_two() {
             return core::ptr::null_mut();
         }
-        return hot::alloc(op, a, || unsafe { backend_aligned(al, n, true) });
+        return dispatch::alloc(op, a, || unsafe { backend_aligned(al, n, true) });
     }
-    hot::alloc(op, a, || orig!(ZallocAligned2, S, (usize, usize) -> *mut c_void, (n, al)))
+    dispatch::alloc(op, a, || orig!(ZallocAligned2, S, (usize, usize) -> *mut c_void, (n, al)))
 }
 
 extern "C" fn calloc_aligned3<const S: usize>(c: usize, n: usize, al: usize) -> *mut c_void {
@@ -246,9 +243,9 @@ extern "C" fn calloc_aligned3<const S: usize>(c: usize, n: usize, al: usize) -> 
         if !al.is_power_of_two() || c.checked_mul(n).is_none() {
             return core::ptr::null_mut();
         }
-        return hot::alloc(op, a, || unsafe { backend_aligned(al, total, true) });
+        return dispatch::alloc(op, a, || unsafe { backend_aligned(al, total, true) });
     }
-    hot::alloc(op, a, || orig!(CallocAligned3, S, (usize, usize, usize) -> *mut c_void, (c, n, al)))
+    dispatch::alloc(op, a, || orig!(CallocAligned3, S, (usize, usize, usize) -> *mut c_void, (c, n, al)))
 }
 
 extern "C" fn mallocx2<const S: usize>(n: usize, flags: c_int) -> *mut c_void {
@@ -262,26 +259,26 @@ extern "C" fn mallocx2<const S: usize>(n: usize, flags: c_int) -> *mut c_void {
         (Op::Malloc, args(n))
     };
     if switched() {
-        return hot::alloc(op, a, || unsafe {
+        return dispatch::alloc(op, a, || unsafe {
             if is_je() { je::mallocx(n, flags) } else { backend_aligned(al, n, zero) }
         });
     }
-    hot::alloc(op, a, || orig!(Mallocx2, S, (usize, c_int) -> *mut c_void, (n, flags)))
+    dispatch::alloc(op, a, || orig!(Mallocx2, S, (usize, c_int) -> *mut c_void, (n, flags)))
 }
 
 extern "C" fn cxx_new_nothrow2<const S: usize>(n: usize, nt: *const c_void) -> *mut c_void {
     if switched() {
-        return hot::alloc(Op::Malloc, args(n), || unsafe { be::malloc(n) });
+        return dispatch::alloc(Op::Malloc, args(n), || unsafe { be::malloc(n) });
     }
-    hot::alloc(Op::Malloc, args(n), || orig!(CxxNewNothrow2, S, (usize, *const c_void) -> *mut c_void, (n, nt)))
+    dispatch::alloc(Op::Malloc, args(n), || orig!(CxxNewNothrow2, S, (usize, *const c_void) -> *mut c_void, (n, nt)))
 }
 
 extern "C" fn cxx_new_aligned_nothrow3<const S: usize>(n: usize, al: usize, nt: *const c_void) -> *mut c_void {
     let (op, a) = aligned_record(al, n);
     if switched() {
-        return hot::alloc(op, a, || unsafe { backend_aligned(al, n, false) });
+        return dispatch::alloc(op, a, || unsafe { backend_aligned(al, n, false) });
     }
-    hot::alloc(op, a, || {
+    dispatch::alloc(op, a, || {
         orig!(CxxNewAlignedNothrow3, S, (usize, usize, *const c_void) -> *mut c_void, (n, al, nt))
     })
 }
@@ -290,7 +287,7 @@ extern "C" fn cxx_new_aligned_nothrow3<const S: usize>(n: usize, al: usize, nt: 
 #[unsafe(no_mangle)]
 pub extern "C" fn shim_cxx_new_switched(n: usize, al: usize) -> *mut c_void {
     let (op, a) = aligned_record(al, n);
-    hot::alloc(op, a, || unsafe { backend_aligned(al, n, false) })
+    dispatch::alloc(op, a, || unsafe { backend_aligned(al, n, false) })
 }
 
 /// Whether the entry points are switched, for the C glue.
@@ -321,25 +318,25 @@ fn resize(
     backend: impl FnOnce() -> *mut c_void,
 ) -> *mut c_void {
     if switched_old(p) {
-        return hot::alloc(op, a, || resized_old(p, original()));
+        return dispatch::alloc(op, a, || resized_old(p, original()));
     }
     if switched() {
-        return hot::alloc(op, a, backend);
+        return dispatch::alloc(op, a, backend);
     }
-    hot::alloc(op, a, original)
+    dispatch::alloc(op, a, original)
 }
 
 extern "C" fn realloc2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
     resize(Op::Realloc, p, a, || orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
-        realloc_rules(p, n)
+        c::realloc(p, n)
     })
 }
 
 extern "C" fn reallocf2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
     resize(Op::Realloc, p, a, || orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
-        let q = realloc_rules(p, n);
+        let q = c::realloc(p, n);
         if q.is_null() && !p.is_null() && n != 0 {
             be::free(p);
         }
@@ -350,23 +347,17 @@ extern "C" fn reallocf2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void
 extern "C" fn expand2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
     if switched() && !switched_old(p) {
-        return hot::alloc(Op::Realloc, a, || unsafe {
+        return dispatch::alloc(Op::Realloc, a, || unsafe {
             if !p.is_null() && be::usable_size(p) >= n { p } else { core::ptr::null_mut() }
         });
     }
-    hot::alloc(Op::Realloc, a, || orig!(Expand2, S, (*mut c_void, usize) -> *mut c_void, (p, n)))
+    dispatch::alloc(Op::Realloc, a, || orig!(Expand2, S, (*mut c_void, usize) -> *mut c_void, (p, n)))
 }
 
 extern "C" fn reallocarray3<const S: usize>(p: *mut c_void, c: usize, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, count: c as u64, ..args(n) };
     let original = || orig!(Reallocarray3, S, (*mut c_void, usize, usize) -> *mut c_void, (p, c, n));
-    resize(Op::Reallocarray, p, a, original, || match c.checked_mul(n) {
-        Some(total) => unsafe { realloc_rules(p, total) },
-        None => {
-            set_errno(libc::ENOMEM);
-            core::ptr::null_mut()
-        }
-    })
+    resize(Op::Reallocarray, p, a, original, || unsafe { c::reallocarray(p, c, n) })
 }
 
 extern "C" fn realloc_aligned3<const S: usize>(p: *mut c_void, n: usize, al: usize) -> *mut c_void {
@@ -392,7 +383,7 @@ extern "C" fn rallocx3<const S: usize>(p: *mut c_void, n: usize, flags: c_int) -
 extern "C" fn xallocx4<const S: usize>(p: *mut c_void, n: usize, extra: usize, flags: c_int) -> usize {
     let a = Args { old: p as u64, ..args(n) };
     let mut r = 0usize;
-    hot::alloc(Op::Realloc, a, || {
+    dispatch::alloc(Op::Realloc, a, || {
         r = if switched() && !switched_old(p) {
             unsafe { if is_je() { je::xallocx(p, n, extra, flags) } else { be::usable_size(p) } }
         } else {
@@ -412,13 +403,13 @@ fn release(p: *mut c_void, op: Op, a: Args, call: impl FnOnce()) {
         return;
     }
     if !switched() {
-        return hot::released(op, a, call);
+        return dispatch::released(op, a, call);
     }
     if owner::is_old(p) {
         owner::forget(p);
-        return hot::released(op, a, call);
+        return dispatch::released(op, a, call);
     }
-    hot::released(op, a, || unsafe { be::free(p) })
+    dispatch::released(op, a, || unsafe { be::free(p) })
 }
 
 #[inline(always)]

@@ -6,98 +6,53 @@
 //! in (`modules.rs`) and a `site` record naming the stack of the call just recorded.
 //!
 //! Nothing here allocates: the table and the module list are fixed-size, mapped once; the
-//! unwinders read the stack and the unwind tables in place.
+//! unwinders read the stack and the unwind tables in place. The settings (SHIM_STACKS and
+//! the four that go with it) are config.rs's; [`setup`] takes them at start-up.
 mod modules;
 mod sampler;
 mod table;
 mod unwind;
 
-use crate::config::getenv;
+use crate::config::{StackMode, Stacks};
 use crate::shared::{self, G};
-use crate::thread::ThreadState;
+use crate::thread::{append, ThreadState};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 use recorder::buffer::Args;
 use recorder::event::site_flags;
 use recorder::{Header, Op};
 
-pub const OFF: u8 = 0;
-pub const SLOW: u8 = 1;
-pub const SAMPLE: u8 = 2;
-pub const ALL: u8 = 3;
-const UNREAD: u8 = 0xff;
+pub const OFF: u8 = StackMode::Off as u8;
+pub const SAMPLE: u8 = StackMode::Sample as u8;
+pub const ALL: u8 = StackMode::All as u8;
 
 /// The largest SHIM_STACK_DEPTH.
-pub const MAX_DEPTH: usize = 256;
-const DEFAULT_DEPTH: u32 = 64;
-const DEFAULT_MEAN: u64 = 512 << 10;
+pub const MAX_DEPTH: usize = crate::config::MAX_STACK_DEPTH as usize;
 
-static MODE: AtomicU8 = AtomicU8::new(UNREAD);
-static DEPTH: AtomicU32 = AtomicU32::new(DEFAULT_DEPTH);
-static MEAN: AtomicU64 = AtomicU64::new(DEFAULT_MEAN);
-pub(crate) static SEED: AtomicU64 = AtomicU64::new(0);
+static MODE: AtomicU8 = AtomicU8::new(OFF);
+static DEPTH: AtomicU32 = AtomicU32::new(0);
+static MEAN: AtomicU64 = AtomicU64::new(0);
 static FP: AtomicU8 = AtomicU8::new(0);
 /// A call at least this many clock ticks inside the allocator is slow (0: not yet known).
 static SLOW_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// SHIM_STACKS, read on first use.
+/// SHIM_STACKS as set up at start-up.
 #[inline(always)]
 pub fn mode() -> u8 {
-    let m = MODE.load(Relaxed);
-    if m != UNREAD { m } else { read_settings(G.get().windows.is_some(), G.get().sample_only) }
+    MODE.load(Relaxed)
 }
 
-fn parse_num(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 18 || !s.iter().all(|c| c.is_ascii_digit()) {
-        return None;
+/// At start-up, before the log's header is written (the settings from config.rs, their
+/// lines said now): maps the stack table when stacks are on.
+pub fn setup(s: &Stacks) {
+    for w in s.warnings.iter().flatten() {
+        shared::say(w);
     }
-    Some(s.iter().fold(0u64, |n, &c| n * 10 + (c - b'0') as u64))
-}
-
-#[cold]
-#[inline(never)]
-fn read_settings(windows: bool, sample_only: bool) -> u8 {
-    let asked = getenv(b"SHIM_STACKS").is_some();
-    let mut m = match getenv(b"SHIM_STACKS") {
-        None | Some(b"slow") => SLOW,
-        Some(b"off") | Some(b"0") => OFF,
-        Some(b"sample") => SAMPLE,
-        Some(b"all") => ALL,
-        Some(_) => {
-            shared::say("shim: unknown SHIM_STACKS (off, slow, sample, all); using slow");
-            SLOW
-        }
-    };
-    match getenv(b"SHIM_SAMPLE_BYTES").map(|v| crate::config::parse_size(v).filter(|&n| n > 0)) {
-        None => {}
-        Some(Some(n)) => MEAN.store(n, Relaxed),
-        Some(None) => shared::say("shim: unknown SHIM_SAMPLE_BYTES (a size over 0: 512k, 4M); using 512k"),
-    }
-    match getenv(b"SHIM_STACK_DEPTH").map(parse_num) {
-        None => {}
-        Some(Some(n)) if (1..=MAX_DEPTH as u64).contains(&n) => DEPTH.store(n as u32, Relaxed),
-        Some(_) => shared::say("shim: unknown SHIM_STACK_DEPTH (1 to 256); using 64"),
-    }
-    match getenv(b"SHIM_UNWIND") {
-        None | Some(b"tables") => {}
-        Some(b"fp") => FP.store(1, Relaxed),
-        Some(_) => shared::say("shim: unknown SHIM_UNWIND (tables, fp); using tables"),
-    }
-    if let Some(Some(s)) = getenv(b"SHIM_SAMPLE_SEED").map(parse_num) {
-        SEED.store(s | 1, Relaxed);
-    }
-    if sample_only && m != SAMPLE {
-        // The sampled-only log is the sampled allocations' stacks: the sampler must run.
-        if asked {
-            shared::say("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
-        }
-        m = SAMPLE;
-    }
-    if m != OFF && windows {
-        // Each window's log would need the stacks again; the default just stays out of the way.
-        if asked {
-            shared::say("shim: SHIM_STACKS is not supported with capture windows; stacks off");
-        }
-        m = OFF;
+    let mut m = s.mode as u8;
+    MEAN.store(s.sample_bytes, Relaxed);
+    DEPTH.store(s.depth, Relaxed);
+    FP.store(s.frame_pointers as u8, Relaxed);
+    if let Some(seed) = s.seed {
+        sampler::set_seed(seed);
     }
     if m != OFF && !table::init() {
         shared::say("shim: cannot map the stack table; stacks off");
@@ -108,15 +63,11 @@ fn read_settings(windows: bool, sample_only: bool) -> u8 {
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
     }
     MODE.store(m, Relaxed);
-    m
 }
 
-/// What the log header says of the settings (read them first if no call has yet).
-pub fn describe(h: &mut Header, windows: bool, sample_only: bool) {
-    let mut m = MODE.load(Relaxed);
-    if m == UNREAD {
-        m = read_settings(windows, sample_only);
-    }
+/// What the log header says of the settings.
+pub fn describe(h: &mut Header) {
+    let m = MODE.load(Relaxed);
     h.stacks = Some(["off", "slow", "sample", "all"][m as usize & 3].to_string());
     if m == SAMPLE {
         h.sample_bytes = Some(MEAN.load(Relaxed));
@@ -225,7 +176,7 @@ fn capture(st: &mut ThreadState, ts: u64, flags: u64) {
 }
 
 fn emit(st: &mut ThreadState, ts: u64, op: Op, size: u64, value: u64) {
-    crate::hot::finish(st, op, ts, &Args { size, value, ..Args::default() }, None);
+    append(st, op, ts, &Args { size, value, ..Args::default() }, None);
 }
 
 /// In a fork child: its log is new, so every stack and object is new to it.

@@ -33,6 +33,13 @@ struct List {
 static LOCK: AtomicBool = AtomicBool::new(false);
 static mut LIST: List = List { m: [EMPTY; MAX], n: 0 };
 
+/// The list (its callers take it one at a time: under the stack table's lock, or in a fork
+/// child's only thread).
+fn list() -> &'static mut List {
+    let p = &raw mut LIST;
+    unsafe { &mut *p }
+}
+
 /// Takes the lock, or gives up after a while: the holder may be waiting for the dynamic
 /// linker's lock (in `dl_iterate_phdr`) that this thread holds, if it allocates from a
 /// `dl_iterate_phdr` callback. Giving up only defers writing the objects to a later stack.
@@ -59,7 +66,7 @@ pub fn ensure(pcs: &[u64], emit: &mut dyn FnMut(Op, u64, u64)) {
     if !lock() {
         return;
     }
-    let list = unsafe { &mut *(&raw mut LIST) };
+    let list = list();
     let covered = |l: &List, pc: u64| l.m[..l.n].iter().position(|m| m.start <= pc && pc < m.end);
     if pcs.iter().any(|&pc| covered(list, pc).is_none()) {
         unsafe { libc::dl_iterate_phdr(Some(add_object), list as *mut List as *mut libc::c_void) };
@@ -155,7 +162,7 @@ fn build_id(mut b: &[u8]) -> Option<&[u8]> {
 
 /// In a fork child: the objects are loaded still, but its log has none of them.
 pub fn reset() {
-    let list = unsafe { &mut *(&raw mut LIST) };
+    let list = list();
     for m in &mut list.m[..list.n] {
         m.written = false;
     }

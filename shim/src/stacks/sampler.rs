@@ -4,6 +4,15 @@
 //! memoryless, an allocation of `s` bytes is taken with probability 1 - exp(-s / mean),
 //! which is what a reader divides by. An allocation at least as large as the mean is
 //! always taken and leaves the countdown alone (its weight is then 1).
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// SHIM_SAMPLE_SEED (0: none, each thread seeds from the clock).
+static SEED: AtomicU64 = AtomicU64::new(0);
+
+/// A fixed seed for every thread's countdown (tests), from SHIM_SAMPLE_SEED.
+pub fn set_seed(seed: u64) {
+    SEED.store(seed, Relaxed);
+}
 
 #[repr(C)]
 pub struct StkTls {
@@ -62,7 +71,7 @@ pub fn take(bytes: u64, mean: u64) -> bool {
 #[cold]
 fn next_countdown(t: &mut StkTls, mean: u64) -> i64 {
     if t.rng == 0 {
-        let seed = super::SEED.load(core::sync::atomic::Ordering::Relaxed);
+        let seed = SEED.load(Relaxed);
         let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
         t.rng = if seed != 0 { seed ^ tid.wrapping_mul(0x9E37_79B9_7F4A_7C15) } else { recorder::clock::now() ^ tid << 32 };
         t.rng |= 1;

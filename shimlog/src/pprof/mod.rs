@@ -121,7 +121,8 @@ pub fn build(p: &Profile, at: At, duration_ns: u64, start_unix_ns: u64) -> proto
         None => "shimlog: every allocation".to_string(),
     })];
     let period_type = Some(vt(&mut s, "space", "bytes"));
-    let default_sample_type = s.get(if at == At::End { "inuse_space" } else { "inuse_space" });
+    // In use at the peak or at the end: the same sample type either way.
+    let default_sample_type = s.get("inuse_space");
     proto::Profile {
         sample_type,
         sample,

@@ -2,7 +2,7 @@
 //! variable of the table of docs/configuration.md, the flag named after it
 //! (`SHIM_LOG_LIMIT` is `--log-limit`). A new variable is one new row. Each value is checked
 //! here, before the program starts, so that a typo is one error line and no run; the shim
-//! reads it again at start-up (shim/src/config.rs, shim/src/stacks/mod.rs).
+//! reads it again at start-up (shim/src/config.rs).
 //!
 //! Left out: `SHIM_LOG` (the run's directory, `-o`) and `SHIM_TRACE` (on for `record`, off
 //! for `run`).

@@ -20,6 +20,7 @@ fn bytes(l: &mut Log, tid: u32, ts: u64, op: Op, b: &[u8]) {
 }
 
 /// A loaded object: its executable range, load bias, path and build id.
+#[allow(clippy::too_many_arguments, reason = "one argument per field of the records it writes")]
 pub fn mapping(l: &mut Log, tid: u32, ts: u64, start: u64, end: u64, bias: u64, path: &str, build_id: &[u8]) {
     rec(l, tid, ts, Op::Mapping, start, end);
     rec(l, tid, ts, Op::MappingBias, 0, bias);

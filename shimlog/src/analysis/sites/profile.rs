@@ -39,7 +39,7 @@ pub fn profile(r: &LogReader, binaries: Option<&Path>) -> Profile {
         frames.insert(id, f);
     }
     let mut issues = c.issues.clone();
-    issues.extend(sym.issues.drain(..));
+    issues.append(&mut sym.issues);
     Profile {
         mode: r.header.stacks.clone().unwrap_or_default(),
         unwind: r.header.unwind.clone().unwrap_or_default(),

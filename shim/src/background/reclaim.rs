@@ -16,7 +16,7 @@
 //! Nothing it meets stops the program: every failure is a file left or removed, said.
 use crate::shared::{self, say, G};
 use crate::thread::QUIESCE;
-use crate::tls;
+use crate::thread::tls;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use recorder::reclaim::{self, Outcome};
 

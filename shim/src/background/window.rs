@@ -2,7 +2,7 @@
 //! (SHIM_WINDOW, SHIM_START, SHIM_EVERY), as the recorder thread asks it on each tick. Pure
 //! arithmetic on CLOCK_MONOTONIC nanoseconds: the recorder makes the transitions.
 use crate::config::Windows;
-use crate::logfile::LogFile;
+use super::logfile::LogFile;
 use crate::shared::G;
 use crate::{state, thread};
 use recorder::window_event::*;

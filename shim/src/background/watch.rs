@@ -2,8 +2,8 @@
 //! (calls inside the allocator for over SHIM_STALL), threads starting and ending, forks,
 //! and each second the RSS and the allocator's own statistics. All of it is found by the
 //! recorder thread on its ticks: the hooked calls only mark themselves in `in_call`.
-use crate::logfile::LogFile;
-use crate::pace::Seen;
+use super::logfile::LogFile;
+use super::pace::Seen;
 use crate::shared::{self, G};
 use crate::state;
 use crate::thread::{REGISTRY, WATCHED};
@@ -23,7 +23,7 @@ pub enum Note {
 /// unsampled), and followed until it returns; one that lasted over `stall` ticks (give or
 /// take the tick, `slack`) is a stall. Also reaps exited threads. With `notes`, threads
 /// starting and ending are noted as well (windows: the watch log lists them). Returns what
-/// it saw of the threads' calls, for the recorder's pace (crate::pace).
+/// it saw of the threads' calls, for the recorder's pace (pace.rs).
 pub fn housekeeping(now: u64, stall: u64, slack: u64, mut notes: Option<&mut Vec<Note>>) -> Seen {
     let stopping = state::stopping();
     let mut seen = Seen::default();

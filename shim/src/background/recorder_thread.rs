@@ -1,17 +1,19 @@
 //! The recorder thread: compresses every full buffer into one frame and writes it, and on
 //! each tick (every 500 µs while the program calls the allocator, less often while it does
-//! not: crate::pace) does the housekeeping no hooked thread should pay for: the slow-call
+//! not: pace.rs) does the housekeeping no hooked thread should pay for: the slow-call
 //! watchdog, reaping exited threads, RSS samples (every 100 ms) and clock pairs (every
 //! second). At its start it starts the thread that recovers dead processes' in-flight files
-//! (crate::reclaim).
-use crate::control::{Control, Request};
-use crate::logfile::LogFile;
-use crate::pace::{self, Pace};
-use crate::packing::Packing;
+//! (reclaim.rs).
+use super::control::{Control, Request};
+use super::logfile::LogFile;
+use super::pace::{self, Pace};
+use super::packing::Packing;
+use super::window::{self, Action, Schedule};
+use super::{reclaim, watch};
 use crate::shared::{self, say, G};
 use crate::thread::{halt_all, QUIESCE, REGISTRY};
-use crate::window::{self, Action, Schedule};
-use crate::{state, tls, watch};
+use crate::state;
+use crate::thread::tls;
 use core::sync::atomic::Ordering::*;
 use recorder::format::TICK_SHIFT;
 use recorder::window_event::{
@@ -140,8 +142,8 @@ fn run() {
         halt_all();
         return;
     };
-    // Other processes' dead in-flight files, on a thread of their own (crate::reclaim).
-    crate::reclaim::start();
+    // Other processes' dead in-flight files, on a thread of their own (reclaim.rs).
+    reclaim::start();
     let mut win = g.windows.map(|cfg| Windowed {
         sched: Schedule::new(cfg, g.p0.mono_ns),
         open: None,
@@ -175,7 +177,7 @@ fn run() {
             let ok = match target(&mut main, &mut win) {
                 Some(f) => {
                     // Rows or columns, as SHIM_PACK, the idle cores and the full buffers
-                    // waiting say (crate::packing); looked at here as well as each tick, since
+                    // waiting say (packing/); looked at here as well as each tick, since
                     // a recorder that is behind may drain for a long while between ticks.
                     packing.tick(clock::mono_ns());
                     f.hurry(packing.rows(g.pool.pending()));
@@ -355,10 +357,10 @@ fn watch_tick(w: &mut Windowed, main: &mut LogFile, now: u64, ticks_1s: u64, rss
     }
 }
 
-/// Dead processes' in-flight files this process removed unrecovered (crate::reclaim): one
+/// Dead processes' in-flight files this process removed unrecovered (reclaim.rs): one
 /// record each in the watch log.
 fn removed_notes(main: &mut LogFile, now: u64) {
-    crate::reclaim::take_removed(|why, pid| {
+    reclaim::take_removed(|why, pid| {
         main.note_full(Op::Window, now, pid as u64, why, None);
     });
 }

@@ -15,13 +15,11 @@
 //! 16 ms without a call); a doze that lasts brings the wait back down.
 //!
 //! While it dozes, these wake it too: a full buffer handed over, a new thread, the exit's
-//! final flush, a `SHIM_SIGNAL`. A wake is a futex on [`DOZING`]: async-signal-safe, and a
-//! syscall only when the recorder dozes.
+//! final flush, a `SHIM_SIGNAL`. A wake is a futex (wake.rs, below the threads that call it):
+//! async-signal-safe, and a syscall only when the recorder dozes.
 use crate::thread::{ThreadState, REGISTRY};
-use core::sync::atomic::{fence, AtomicU32, Ordering::*};
-
-/// The bit in a thread's `halt` that says: the recorder dozes, wake it.
-pub const WAKE: u8 = 0x80;
+use crate::wake::{self, WAKE};
+use core::sync::atomic::Ordering::SeqCst;
 
 /// The busy pace, in ns.
 pub const TICK_NS: u64 = 500_000;
@@ -32,20 +30,6 @@ const QUIET_NS: u64 = 2_000_000;
 const MAX_QUIET_NS: u64 = 16_000_000;
 /// A doze that a call ended sooner than this did not pay for itself.
 const SHORT_DOZE_NS: u64 = 4_000_000;
-
-/// 1 while the recorder dozes and may be woken, else 0.
-static DOZING: AtomicU32 = AtomicU32::new(0);
-
-/// Wakes the recorder if it dozes (one load otherwise).
-#[inline]
-pub fn nudge() {
-    fence(SeqCst);
-    if DOZING.load(Relaxed) != 0 && DOZING.swap(0, SeqCst) != 0 {
-        unsafe {
-            libc::syscall(libc::SYS_futex, DOZING.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
-        }
-    }
-}
 
 /// What the watchdog saw of the threads on this tick.
 #[derive(Clone, Copy, Default)]
@@ -112,7 +96,7 @@ impl Pace {
         // then (the handshake of `thread::enter`: a thread counts its call and stores
         // `in_call`, then loads `halt`) a full barrier on every running thread, then a look
         // for a call made since the last tick or under way.
-        DOZING.store(1, SeqCst);
+        wake::wakeable();
         REGISTRY.for_each(|st: &mut ThreadState| {
             st.halt.fetch_or(WAKE, SeqCst);
             true
@@ -126,10 +110,10 @@ impl Pace {
         if !fenced || seen.in_call || seen.calls != self.last_calls {
             // A call under way, or no barrier to trust the look with: the busy pace.
             self.active_at = recorder::clock::mono_ns();
-            wait(TICK_NS, &waiting);
+            wake::wait(TICK_NS, &waiting);
         } else {
             self.dozed_at = Some(recorder::clock::mono_ns());
-            wait(doze_ns.min(MAX_DOZE_NS), &waiting);
+            wake::wait(doze_ns.min(MAX_DOZE_NS), &waiting);
         }
         // Awake: no thread need wake it any more (a bit left set would cost a thread a
         // needless wake on its next call, and stop the recorder taking its idle buffer).
@@ -138,28 +122,6 @@ impl Pace {
             true
         });
     }
-}
-
-/// Sleeps up to `ns` unless woken (DOZING set by the caller) or work is `waiting` already.
-fn wait(ns: u64, waiting: &impl Fn() -> bool) {
-    if DOZING.load(SeqCst) != 0 && !waiting() {
-        let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long };
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                DOZING.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                1u32,
-                &ts as *const libc::timespec,
-            );
-        }
-    }
-    DOZING.store(0, SeqCst);
-}
-
-/// A fork child: its recorder is a new one, awake.
-pub fn reset() {
-    DOZING.store(0, Relaxed);
 }
 
 #[cfg(test)]
@@ -199,21 +161,5 @@ mod tests {
             p.observe(false, NO_CALL, 200 * MS);
             assert_eq!(p.quiet_needed, want * MS, "a doze that timed out");
         }
-    }
-
-    #[test]
-    fn a_nudge_ends_a_doze() {
-        let t = std::thread::spawn(|| {
-            while DOZING.load(SeqCst) == 0 {
-                std::thread::yield_now();
-            }
-            nudge();
-        });
-        let start = std::time::Instant::now();
-        DOZING.store(1, SeqCst);
-        wait(10_000_000_000, &|| false);
-        t.join().unwrap();
-        assert!(start.elapsed() < std::time::Duration::from_secs(5), "the doze ran its 10 s: {:?}", start.elapsed());
-        assert_eq!(DOZING.load(SeqCst), 0);
     }
 }

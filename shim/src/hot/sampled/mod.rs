@@ -12,10 +12,10 @@
 //! a sampled old block replaced by an unsampled result (or freed by size 0), a `free`.
 mod set;
 
-use crate::hot::{self, finish};
+use super::entry::{self, backend_ticks, marked_slow};
 use crate::shared;
-use crate::thread::{enter, leave, ThreadState};
-use crate::tls;
+use crate::thread::tls;
+use crate::thread::{append, enter, leave, ThreadState};
 use core::ffi::c_void;
 use recorder::buffer::Args;
 use recorder::event::site_flags;
@@ -26,14 +26,14 @@ use recorder::{clock, Op};
 #[inline(always)]
 pub fn malloc(size: usize, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return call() };
+    let Some(st) = entry::state(t) else { return call() };
     t.busy = 1;
     if !enter(st) {
-        return hot::stopped(t, st, call);
+        return entry::stopped(t, st, call);
     }
     let p = call();
     let taken = !p.is_null() && crate::stacks::sampled(size as u64);
-    let slow = hot::marked_slow(st);
+    let slow = marked_slow(st);
     if taken || slow {
         malloc_noted(st, size, p, taken, slow);
     }
@@ -52,7 +52,7 @@ fn malloc_noted(st: &mut ThreadState, size: usize, p: *mut c_void, taken: bool, 
 #[inline(always)]
 pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
     let t = tls::get();
-    let Some(st) = hot::state(t) else {
+    let Some(st) = entry::state(t) else {
         if a.old != 0 && set::remove(a.old) {
             shared::count_untraced();
         }
@@ -60,12 +60,12 @@ pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void
     };
     t.busy = 1;
     if !enter(st) {
-        return hot::stopped(t, st, call);
+        return entry::stopped(t, st, call);
     }
     // The old block leaves the set before the allocator may hand its address out again.
     let old_sampled = a.old != 0 && set::remove(a.old);
     let p = call();
-    let slow = hot::marked_slow(st);
+    let slow = marked_slow(st);
     let taken = !p.is_null() && crate::stacks::sampled(a.requested(op));
     if taken || slow || old_sampled {
         after_alloc(st, op, a, p, taken, slow, old_sampled);
@@ -79,7 +79,7 @@ pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void
 #[inline(never)]
 fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken: bool, slow: bool, old_sampled: bool) {
     let ts = clock::after();
-    let bt = if slow { hot::backend_ticks(st, 0, true, ts) } else { None };
+    let bt = if slow { backend_ticks(st, 0, true, ts) } else { None };
     let slow = crate::stacks::is_slow(bt);
     let resized = matches!(op, Op::Realloc | Op::Reallocarray);
     // A resize to 0 bytes frees the old block, so a null result is no failure then.
@@ -101,13 +101,13 @@ fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken:
         if resized && !old_sampled {
             a.old = 0;
         }
-        finish(st, op, ts, &a, bt);
+        append(st, op, ts, &a, bt);
         crate::stacks::take(st, ts, site_flags::SAMPLED | flag);
         return;
     }
     if old_sampled && !failed {
         // The sampled block is gone, its replacement unsampled.
-        finish(st, Op::Free, ts, &Args { ptr: a.old, ..Args::default() }, bt);
+        append(st, Op::Free, ts, &Args { ptr: a.old, ..Args::default() }, bt);
         if slow {
             crate::stacks::take(st, ts, flag);
         }
@@ -132,10 +132,10 @@ pub fn released(op: Op, a: Args, call: impl FnOnce()) {
 #[inline(always)]
 fn release(op: Op, ptr: u64, args: impl FnOnce() -> Args, call: impl FnOnce()) {
     let t = tls::get();
-    let Some(st) = hot::state(t) else { return unrecorded(ptr, call) };
+    let Some(st) = entry::state(t) else { return unrecorded(ptr, call) };
     t.busy = 1;
     if !enter(st) {
-        hot::stopped(t, st, || {
+        entry::stopped(t, st, || {
             call();
             core::ptr::null_mut()
         });
@@ -145,7 +145,7 @@ fn release(op: Op, ptr: u64, args: impl FnOnce() -> Args, call: impl FnOnce()) {
     let sampled = set::remove(ptr);
     let ts = if sampled { clock::before() } else { 0 };
     call();
-    let slow = hot::marked_slow(st);
+    let slow = marked_slow(st);
     if sampled || slow {
         after_free(st, op, args(), ts, sampled, slow);
     }
@@ -157,10 +157,10 @@ fn release(op: Op, ptr: u64, args: impl FnOnce() -> Args, call: impl FnOnce()) {
 #[inline(never)]
 fn after_free(st: &mut ThreadState, op: Op, a: Args, ts: u64, sampled: bool, slow: bool) {
     let end = clock::now();
-    let bt = if slow { hot::backend_ticks(st, 0, true, end) } else { None };
+    let bt = if slow { backend_ticks(st, 0, true, end) } else { None };
     let slow = crate::stacks::is_slow(bt);
     if sampled {
-        finish(st, op, ts, &a, bt);
+        append(st, op, ts, &a, bt);
         if slow {
             crate::stacks::take(st, ts, site_flags::SLOW);
         }
@@ -184,13 +184,13 @@ fn unrecorded(ptr: u64, call: impl FnOnce()) {
 /// A slow call on a block that is not sampled: a stall record and the stack.
 fn stall(st: &mut ThreadState, op: Op, ts: u64, bt: Option<u64>) {
     let a = Args { size: op as u64, value: st.tid as u64, ..Args::default() };
-    finish(st, Op::Stall, ts, &a, bt);
+    append(st, Op::Stall, ts, &a, bt);
     crate::stacks::take(st, ts, site_flags::SLOW);
 }
 
-/// The C++ operator new glue's second half while sampling (see `hot::shim_call_end`).
+/// The C++ operator new glue's second half while sampling (see `dispatch::shim_call_end`).
 pub fn call_end(st: &mut ThreadState, op: Op, a: Args) {
-    let slow = hot::marked_slow(st);
+    let slow = marked_slow(st);
     let taken = a.ptr != 0 && crate::stacks::sampled(a.size);
     if taken || slow {
         after_alloc(st, op, a, a.ptr as *mut c_void, taken, slow, false);

@@ -10,13 +10,7 @@
 //! while more than HURRY_PENDING full buffers wait, so that the program never waits for
 //! the packing (BENCHMARKS.md, "Columnar frames").
 
-/// How the recorder packs buffers, as SHIM_PACK says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pack {
-    Rows,
-    Columns,
-    Auto,
-}
+use crate::config::Pack;
 
 /// Full buffers waiting beyond which the recorder writes row frames (zstd alone) instead of
 /// columnar ones, to catch up.
@@ -30,9 +24,6 @@ use quota::Throttle;
 /// Idle cores below which `auto` turns to rows, and above which it turns back to columns.
 const IDLE_LOW: f64 = 0.25;
 const IDLE_HIGH: f64 = 0.5;
-
-/// Nanoseconds between two looks at /proc/stat.
-const PERIOD_NS: u64 = 200_000_000;
 
 /// Samples to write rows for after the cgroup was throttled.
 const THROTTLED_ROWS: u32 = 5;

@@ -1,7 +1,13 @@
-//! The constructor, fork, exec and the final flush at exit.
+//! The process's lifecycle: the constructor (patching the program's own allocator,
+//! starting the recorder), the fork handlers (a child gets a new log and recorder), the
+//! exported exec family, `_exit`, `_Exit` and `abort` (the log is flushed or marked
+//! first), and the final flush at exit. Above the hot path: nothing imports this file.
+#![allow(clippy::missing_safety_doc)]
+use crate::background::recorder_thread;
+use crate::c_rules::set_errno;
 use crate::shared::{self, say, Globals, G, CUT_TICKS, RECORDER_DONE, RECORDER_RUNNING, SHUTDOWN, UNTRACED};
-use crate::thread::REGISTRY;
-use crate::{init, recorder_thread, state, tls};
+use crate::thread::{tls, REGISTRY};
+use crate::{init, state};
 use core::sync::atomic::Ordering::*;
 use recorder::clock;
 
@@ -24,7 +30,7 @@ extern "C" fn constructor() {
         }
         recorder_thread::start();
     }
-    crate::exports::resolve_abort();
+    resolve_abort();
     t.busy -= 1;
 }
 
@@ -66,7 +72,7 @@ extern "C" fn fork_parent() {
         if !state::writing() {
             shared::FORKS.fetch_add(1, Relaxed);
         }
-        crate::hot::note(recorder::Op::Fork, 0);
+        crate::hot::record::note(recorder::Op::Fork, 0);
     }
 }
 
@@ -155,7 +161,7 @@ fn restart(forked: bool) {
     RECORDER_RUNNING.store(false, Release);
     RECORDER_DONE.store(false, Release);
     SHUTDOWN.store(false, Release);
-    crate::pace::reset();
+    crate::wake::reset();
     unsafe { REGISTRY.reset_to(core::ptr::null_mut()) };
     tls::get().state = core::ptr::null_mut();
     if G.get().windows.is_some() {
@@ -240,7 +246,7 @@ pub extern "C" fn final_flush() {
         }
     }
     SHUTDOWN.store(true, Release);
-    crate::pace::nudge();
+    crate::wake::nudge();
     let deadline = clock::mono_ns() + 5_000_000_000;
     while RECORDER_RUNNING.load(Acquire) && !RECORDER_DONE.load(Acquire) && clock::mono_ns() < deadline {
         unsafe { libc::usleep(200) };
@@ -253,4 +259,123 @@ pub extern "C" fn final_flush() {
     }
     state::closed();
     t.busy -= 1;
+}
+
+// exec: the new image loads the shim afresh and writes its own log, so this one is flushed
+// and closed first. glibc's exec functions call each other internally, out of reach of
+// interposition, so each is wrapped; the variadic execl family is in exec.c (it builds an
+// argv and calls these).
+
+type Argv = *const *const libc::c_char;
+
+/// The next definition of `name` (glibc's), looked up once.
+fn real(slot: &core::sync::atomic::AtomicUsize, name: &core::ffi::CStr) -> usize {
+    use core::sync::atomic::Ordering::Relaxed;
+    let mut f = slot.load(Relaxed);
+    if f == 0 {
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(f, Relaxed);
+    }
+    f
+}
+
+macro_rules! exec_hook {
+    ($name:ident, $cname:literal, ($($a:ident: $t:ty),*)) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> i32 {
+            static REAL: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+            let f = real(&REAL, $cname);
+            if f == 0 {
+                set_errno(libc::ENOSYS);
+                return -1;
+            }
+            let f: unsafe extern "C" fn($($t),*) -> i32 = unsafe { core::mem::transmute(f) };
+            let flushed = before_exec();
+            let rc = unsafe { f($($a),*) };
+            if flushed {
+                let e = unsafe { *libc::__errno_location() };
+                after_failed_exec();
+                set_errno(e);
+            }
+            rc
+        }
+    };
+}
+
+exec_hook!(execve, c"execve", (path: *const libc::c_char, argv: Argv, envp: Argv));
+exec_hook!(execv, c"execv", (path: *const libc::c_char, argv: Argv));
+exec_hook!(execvp, c"execvp", (file: *const libc::c_char, argv: Argv));
+exec_hook!(execvpe, c"execvpe", (file: *const libc::c_char, argv: Argv, envp: Argv));
+exec_hook!(fexecve, c"fexecve", (fd: i32, argv: Argv, envp: Argv));
+
+// _exit and _Exit run no atexit handler: flush first (dash, for one, ends with _exit).
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: i32) -> ! {
+    before_exit(status);
+    loop {
+        // exit_group does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: i32) -> ! {
+    before_exit(status);
+    loop {
+        // exit_group does not return.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    }
+}
+
+// abort(): noted in the in-flight file (recovery then says the process aborted), then the
+// C library's abort, unchanged. glibc's own calls to abort (assert, heap corruption checks)
+// do not come here: their logs say "killed".
+
+static REAL_ABORT: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Looks the C library's abort up, from the constructor (dlsym may allocate: not in abort).
+pub fn resolve_abort() {
+    real(&REAL_ABORT, c"abort");
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn abort() -> ! {
+    on_abort();
+    let f = REAL_ABORT.load(core::sync::atomic::Ordering::Relaxed);
+    if f != 0 {
+        let f: unsafe extern "C" fn() -> ! = unsafe { core::mem::transmute(f) };
+        unsafe { f() }
+    }
+    unsafe {
+        libc::raise(libc::SIGABRT);
+        libc::signal(libc::SIGABRT, libc::SIG_DFL);
+        libc::raise(libc::SIGABRT);
+    }
+    loop {
+        unsafe { libc::syscall(libc::SYS_exit_group, 127) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod variadic_exec {
+    // Stable Rust cannot define a variadic function; these exported trampolines jump to the
+    // C definitions in exec.c with every argument register and the stack untouched.
+    unsafe extern "C" {
+        fn shim_execl();
+        fn shim_execlp();
+        fn shim_execle();
+    }
+    macro_rules! trampoline {
+        ($name:ident, $target:ident) => {
+            #[unsafe(no_mangle)]
+            #[unsafe(naked)]
+            pub unsafe extern "C" fn $name() {
+                core::arch::naked_asm!("jmp {}", sym $target)
+            }
+        };
+    }
+    trampoline!(execl, shim_execl);
+    trampoline!(execlp, shim_execlp);
+    trampoline!(execle, shim_execle);
 }

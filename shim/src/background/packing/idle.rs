@@ -1,5 +1,7 @@
 //! Idle cores, from /proc/stat: what `SHIM_PACK=auto` decides by.
-use super::PERIOD_NS;
+
+/// Nanoseconds between two looks at /proc/stat.
+pub const PERIOD_NS: u64 = 200_000_000;
 
 /// Idle time of the CPUs in the thread's affinity mask, from /proc/stat's per-CPU lines
 /// (idle + iowait, in clock ticks).

@@ -30,7 +30,7 @@ impl LogFile {
         w.note_header(reserved);
         // SHIM_PACK=rows: zstd alone, for every frame of this log (the recorder thread
         // decides buffer by buffer otherwise).
-        w.hurry(G.get().pack == crate::packing::Pack::Rows);
+        w.hurry(G.get().pack == crate::config::Pack::Rows);
         let Some(own) = G.get().pool.take_empty(0, true) else {
             say("shim: no buffer for the process records; the program runs without recording");
             return None;
