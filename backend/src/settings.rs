@@ -358,6 +358,23 @@ pub fn check<'a>(b: Backend, s: &'a [u8], cx: Context) -> Result<(), Bad<'a>> {
     Ok(())
 }
 
+static APPLIED_PTR: core::sync::atomic::AtomicPtr<u8> = core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static APPLIED_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Remembers the settings in force in this process (the shim's, for its log header).
+pub fn set_applied(s: &'static [u8]) {
+    use core::sync::atomic::Ordering::*;
+    APPLIED_LEN.store(s.len(), Relaxed);
+    APPLIED_PTR.store(s.as_ptr() as *mut u8, Release);
+}
+
+/// The settings [`set_applied`] remembered.
+pub fn applied() -> Option<&'static [u8]> {
+    use core::sync::atomic::Ordering::*;
+    let p = APPLIED_PTR.load(Acquire);
+    (!p.is_null()).then(|| unsafe { core::slice::from_raw_parts(p as *const u8, APPLIED_LEN.load(Relaxed)) })
+}
+
 const CONF_LEN: usize = 1024;
 /// jemalloc's malloc_conf, built by [`apply`]: `MALLOC_CONF,key:value,...`, NUL-terminated.
 static mut JE_CONF: [u8; CONF_LEN] = [0; CONF_LEN];
