@@ -96,13 +96,16 @@ def main():
         close = [x for x in ps if not x["decisive"]]
         summ[k] = {"decisive": len(dec), "ranked_right": sum(x["right"] for x in dec),
                    "decisive_called_tie": sum(x["tie"] for x in dec),
+                   "decisive_not_tied": sum(not x["tie"] for x in dec),
+                   "not_tied_right": sum(x["right"] and not x["tie"] for x in dec),
                    "close": len(close), "close_called_tie": sum(x["tie"] for x in close)}
     res = {"rounds": a.rounds, "smoke": a.smoke, "programs": rows, "summary": summ}
     with open(os.path.join(FID, "verdict.json"), "w") as f:
         json.dump(res, f, indent=1)
     for k, s in summ.items():
         print(f"{k}: decisive pairs (real runs >10% apart) ranked right {s['ranked_right']} of {s['decisive']} "
-              f"({s['decisive_called_tie']} of them called ties); pairs within 10% called ties "
+              f"({s['decisive_called_tie']} of them called ties; of those not called ties "
+              f"{s['not_tied_right']} of {s['decisive_not_tied']} right); pairs within 10% called ties "
               f"{s['close_called_tie']} of {s['close']}")
     return 0
 
