@@ -17,6 +17,7 @@ mod mimalloc;
 pub mod own;
 mod rpmalloc;
 mod snmalloc;
+pub mod settings;
 pub mod stats;
 #[cfg(shim_tcmalloc)]
 mod tcmalloc;

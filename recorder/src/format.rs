@@ -54,6 +54,10 @@ pub struct Header {
     pub cmdline: Vec<String>,
     pub backend: String,
     pub backend_version: String,
+    /// The backend's settings from SHIM_BACKEND=NAME:KEY=VALUE,... as applied
+    /// (`dirty_decay_ms=0,muzzy_decay_ms=0`; absent: its defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_settings: Option<String>,
     pub page_size: u64,
     /// Wall-clock time of the reference point, ns since the Unix epoch.
     pub start_unix_ns: u64,

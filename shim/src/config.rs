@@ -83,6 +83,9 @@ pub struct Config {
     pub log: Option<&'static [u8]>,
     /// MALLOC_CONF, handed to jemalloc.
     pub malloc_conf: Option<&'static [u8]>,
+    /// The settings of SHIM_BACKEND=NAME:KEY=VALUE,... (what follows the colon), for the
+    /// chosen backend; checked and applied by `shim_backend::settings` in init.
+    pub backend_settings: Option<&'static [u8]>,
     /// Capture windows (SHIM_WINDOW, SHIM_START, SHIM_EVERY); None: one window from start
     /// to exit.
     pub windows: Option<Windows>,
@@ -255,7 +258,15 @@ fn parse_u32(s: &[u8]) -> Option<u32> {
 
 pub fn read() -> Config {
     let mut w: [Option<&'static str>; 20] = [None; 20];
-    let choice = match getenv(b"SHIM_BACKEND") {
+    // NAME:KEY=VALUE,...: the name chooses, the settings go to the backend chosen.
+    let (backend_value, backend_settings) = match getenv(b"SHIM_BACKEND") {
+        Some(v) => {
+            let (name, set) = shim_backend::settings::split_label(v);
+            (Some(name), set)
+        }
+        None => (None, None),
+    };
+    let choice = match backend_value {
         None | Some(b"") => Choice::Unset,
         Some(v) if v.eq_ignore_ascii_case(b"own") => Choice::Own,
         Some(v) => match Backend::parse(v) {
@@ -451,6 +462,7 @@ pub fn read() -> Config {
         zstd_level,
         log: getenv(b"SHIM_LOG").filter(|v| !v.is_empty()),
         malloc_conf: getenv(b"MALLOC_CONF").filter(|v| !v.is_empty()),
+        backend_settings,
         windows,
         stall_ns,
         control,

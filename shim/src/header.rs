@@ -29,6 +29,7 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
         cmdline,
         backend: g.backend.name().to_string(),
         backend_version: g.backend.version(),
+        backend_settings: shim_backend::settings::applied().map(|s| String::from_utf8_lossy(s).into_owned()),
         page_size: shared::page_size() as u64,
         start_unix_ns: g.start_unix_ns,
         start_mono_ns: g.p0.mono_ns,

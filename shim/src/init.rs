@@ -26,9 +26,60 @@ pub fn choice() -> config::Choice {
     }
 }
 
-unsafe extern "C" {
-    #[link_name = "_rjem_malloc_conf"]
-    static mut JE_MALLOC_CONF: *const libc::c_char;
+/// SHIM_BACKEND's settings (NAME:KEY=VALUE,...) and MALLOC_CONF, handed to the chosen
+/// backend before its first allocation. Refused settings: one line, and the backend runs on
+/// its defaults (MALLOC_CONF still applies). Allocates nothing.
+fn apply_settings(cfg: &config::Config) {
+    use shim_backend::settings::{self, Context};
+    let on = matches!(cfg.choice, config::Choice::Switch(_));
+    let set = cfg.backend_settings.filter(|s| !s.is_empty());
+    let mut ok = false;
+    match set {
+        Some(s) if on => match settings::apply(cfg.backend, s, cfg.malloc_conf, Context::Shim) {
+            Ok(()) => {
+                settings::set_applied(s);
+                ok = true;
+            }
+            Err(e) => {
+                // Longer than say's lines: the list of the keys the allocator knows.
+                let mut buf = [0u8; 1536];
+                let mut w = Cursor { buf: &mut buf[..1535], n: 0 };
+                let _ = core::fmt::write(&mut w, format_args!("shim: SHIM_BACKEND: {e}; running {} on its defaults", cfg.backend.name()));
+                let n = w.n;
+                buf[n] = b'\n';
+                unsafe { libc::write(2, buf.as_ptr() as *const libc::c_void, n + 1) };
+            }
+        },
+        // An unknown name was said already (config's warning).
+        Some(_) if cfg.choice == config::Choice::Own => say("shim: SHIM_BACKEND: own takes no settings (they go with a backend: jemalloc:KEY=VALUE,...); ignored"),
+        Some(_) => {}
+        None => {}
+    }
+    if cfg.backend == Backend::Jemalloc && !ok {
+        if let Some(conf) = cfg.malloc_conf {
+            // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF. The value
+            // points into the environment, NUL-terminated, and is read once at jemalloc's init.
+            settings::set_malloc_conf(conf);
+        }
+    }
+}
+
+/// A `core::fmt::Write` into a fixed buffer (what does not fit is cut).
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    n: usize,
+}
+impl core::fmt::Write for Cursor<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len() - self.n;
+        let mut k = s.len().min(room);
+        while !s.is_char_boundary(k) {
+            k -= 1;
+        }
+        self.buf[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
+        self.n += k;
+        Ok(())
+    }
 }
 
 /// Initialises on the first call, whichever thread makes it; the caller has `busy` set so
@@ -70,13 +121,7 @@ fn init() {
     let cfg = config::read();
     crate::patch::early(cfg.choice);
     CHOICE.store(match cfg.choice { config::Choice::Unset => 0, config::Choice::Own => 1, config::Choice::Switch(b) => 2 + b as u8 }, Relaxed);
-    if cfg.backend == Backend::Jemalloc {
-        if let Some(conf) = cfg.malloc_conf {
-            // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF. The value
-            // points into the environment, NUL-terminated, and is read once at jemalloc's init.
-            unsafe { JE_MALLOC_CONF = conf.as_ptr() as *const libc::c_char };
-        }
-    }
+    apply_settings(&cfg);
     let backend = select(&cfg);
     shared::set_page_size();
     for w in cfg.warnings.iter().flatten() {

@@ -134,3 +134,21 @@ pub(crate) fn print_stats() {
     let n = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
     unsafe { libc::write(2, buf.as_ptr() as *const c_void, n) };
 }
+
+unsafe extern "C" {
+    /// gperftools' `FLAGS_tcmalloc_release_rate` (TCMALLOC_RELEASE_RATE, read by its static
+    /// initialiser; the page heap reads the flag each time it scavenges).
+    #[link_name = "_ZN62FLAG__namespace_do_not_use_directly_use_DECLARE_double_instead27FLAGS_tcmalloc_release_rateE"]
+    static mut FLAGS_TCMALLOC_RELEASE_RATE: f64;
+}
+
+/// Sets tcmalloc's release rate (as TCMALLOC_RELEASE_RATE would), after its initialiser.
+pub(crate) fn set_release_rate(rate: f64) {
+    init();
+    unsafe { core::ptr::addr_of_mut!(FLAGS_TCMALLOC_RELEASE_RATE).write_volatile(rate) };
+}
+
+pub(crate) fn release_rate() -> f64 {
+    init();
+    unsafe { core::ptr::addr_of!(FLAGS_TCMALLOC_RELEASE_RATE).read_volatile() }
+}

@@ -8,11 +8,13 @@
 //! (table.rs) or as JSON (results.rs).
 mod plan;
 mod results;
+mod rounds;
 mod run;
 mod table;
 
 use results::{BackendResult, Options, PlanSummary, Program, Replay, Report};
 use run::worker::{Pace, Touch};
+use shim_backend::settings::{self, Variant};
 use shim_backend::Backend;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -22,9 +24,15 @@ use std::process::{Command, Stdio};
 pub struct Args {
     /// The log to replay.
     pub log: String,
-    /// Backends to replay against, comma-separated [default: all this build has]
-    #[arg(long, value_delimiter = ',', value_parser = parse_backend)]
-    pub backend: Vec<Backend>,
+    /// Backends to replay against, comma-separated, each a name or NAME:KEY=VALUE,... with
+    /// allocator settings (a KEY=VALUE after a comma continues the settings of the backend
+    /// before it); repeatable. Each is a column of its own [default: all this build has]
+    #[arg(long, value_name = "NAME[:KEY=VALUE,...],...")]
+    pub backend: Vec<String>,
+    /// Replay every column this many times, in rotated order, and report medians with their
+    /// range; columns whose ranges overlap are called ties.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
     /// Print the results as one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -53,10 +61,6 @@ pub struct Args {
     pub plan: Option<PathBuf>,
 }
 
-fn parse_backend(s: &str) -> Result<Backend, String> {
-    s.parse()
-}
-
 fn parse_touch(s: &str) -> Result<Touch, String> {
     Touch::parse(s)
 }
@@ -83,10 +87,22 @@ pub fn run(a: Args) -> Result<i32, String> {
     if let Some(b) = &a.child {
         return run_child(b, &a);
     }
-    let mut backends: Vec<Backend> = Vec::new();
-    for b in if a.backend.is_empty() { Backend::available_all() } else { a.backend.clone() } {
-        if !backends.contains(&b) {
-            backends.push(b);
+    let mut variants: Vec<Variant> = Vec::new();
+    let asked = if a.backend.is_empty() {
+        Backend::available_all().into_iter().map(|b| Variant { backend: b, settings: Vec::new() }).collect()
+    } else {
+        match settings::parse_variants(&a.backend) {
+            Ok(v) => v,
+            Err(e) => {
+                // One line, exit status 2, as for any other refused argument.
+                eprintln!("shimlog: replay --backend: {e}");
+                return Ok(2);
+            }
+        }
+    };
+    for v in asked {
+        if !variants.contains(&v) {
+            variants.push(v);
         }
     }
     let reader = crate::open::open(&a.log)?;
@@ -136,17 +152,43 @@ pub fn run(a: Args) -> Result<i32, String> {
     std::fs::write(dir.path().join("plan.json"), json)
         .map_err(|e| format!("cannot write the replay plan in {}: {e}", dir.path().display()))?;
 
-    let mut results = Vec::new();
-    for (i, b) in backends.iter().enumerate() {
-        if tty {
-            eprintln!("shimlog: replaying with {} ({}/{})", b.name(), i + 1, backends.len());
+    // Round r runs the columns starting from column r (rotated order, as make bench does),
+    // so that no column always runs first or after the same neighbour.
+    let n = a.rounds.max(1) as usize;
+    let mut runs: Vec<Vec<Result<Replay, String>>> = variants.iter().map(|_| Vec::new()).collect();
+    let total = n * variants.len();
+    let mut k = 0;
+    for r in 0..n {
+        for j in 0..variants.len() {
+            let i = (j + r) % variants.len();
+            k += 1;
+            if tty {
+                eprintln!("shimlog: replaying with {} ({k}/{total})", variants[i].label());
+            }
+            runs[i].push(spawn_child(&a, &variants[i], dir.path()));
         }
-        let r = spawn_child(&a, *b, dir.path());
-        results.push(match r {
-            Ok(rep) => BackendResult { backend: b.name().into(), error: None, replay: Some(rep) },
-            Err(e) => BackendResult { backend: b.name().into(), error: Some(e), replay: None },
+    }
+    let mut results = Vec::new();
+    for (v, rs) in variants.iter().zip(runs) {
+        let label = v.label();
+        let ok: Vec<Replay> = rs.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+        results.push(match rs.into_iter().find_map(|r| r.err()) {
+            Some(e) => BackendResult { backend: label, rounds: None, error: Some(e), replay: None },
+            None => {
+                let ro = rounds::Rounds::of(&ok);
+                let median = ok.get(ro.median_round).cloned();
+                BackendResult { backend: label, rounds: (n > 1).then_some(ro), error: None, replay: median }
+            }
         });
     }
+    let cols: Vec<(String, rounds::Rounds)> = results
+        .iter()
+        .filter_map(|b| {
+            let r = b.replay.as_ref()?;
+            Some((b.backend.clone(), b.rounds.clone().unwrap_or_else(|| rounds::Rounds::of(std::slice::from_ref(r)))))
+        })
+        .collect();
+    let verdict = (!cols.is_empty()).then(|| rounds::verdict(&cols));
     let failed = results.iter().any(|r| r.error.is_some());
     let h = &reader.header;
     let report = Report {
@@ -155,7 +197,10 @@ pub fn run(a: Args) -> Result<i32, String> {
             exe: h.exe.clone(),
             cmdline: h.cmdline.clone(),
             pid: h.pid,
-            recorded_backend: format!("{} {}", h.backend, h.backend_version).trim().to_string(),
+            recorded_backend: match &h.backend_settings {
+                Some(set) => format!("{}:{set} {}", h.backend, h.backend_version),
+                None => format!("{} {}", h.backend, h.backend_version).trim().to_string(),
+            },
             window: h.window,
             forked: h.forked,
         },
@@ -163,10 +208,12 @@ pub fn run(a: Args) -> Result<i32, String> {
             pace: a.pace.is_some(),
             pace_mode: a.pace.map(|p| p.name().to_string()),
             touch: a.touch.name().into(),
+            rounds: n,
         },
-        notes: notes(&a, &meta, &results),
+        notes: notes(&a, &meta, &results, &variants),
         plan: PlanSummary::of(&meta),
         backends: results,
+        verdict,
     };
     if a.json {
         let s = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -182,18 +229,31 @@ pub fn run(a: Args) -> Result<i32, String> {
     Ok(if failed { 1 } else { 0 })
 }
 
-fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
+fn spawn_child(a: &Args, v: &Variant, dir: &Path) -> Result<Replay, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find shimlog itself: {e}"))?;
     let mut c = Command::new(exe);
-    c.arg("replay").arg(&a.log).arg("--child").arg(b.name()).arg("--plan").arg(dir);
+    c.arg("replay").arg(&a.log).arg("--child").arg(v.label()).arg("--plan").arg(dir);
     if let Some(p) = a.pace {
         c.arg(format!("--pace={}", p.name()));
     }
     c.arg(format!("--touch={}", a.touch.name()));
     c.arg(format!("--timing={}", a.timing));
-    // The prefixed jemalloc reads _RJEM_MALLOC_CONF; users set MALLOC_CONF.
-    if let (Ok(conf), Err(_)) = (std::env::var("MALLOC_CONF"), std::env::var("_RJEM_MALLOC_CONF")) {
+    // The user's own SHIM_BACKEND is not this column's.
+    c.env_remove("SHIM_BACKEND");
+    // The prefixed jemalloc reads _RJEM_MALLOC_CONF (users set MALLOC_CONF), in its
+    // constructor: the column's settings go there, after the user's configuration.
+    let user_conf = std::env::var("_RJEM_MALLOC_CONF").ok().or_else(|| std::env::var("MALLOC_CONF").ok());
+    if v.backend == Backend::Jemalloc && !v.settings.is_empty() {
+        c.env("_RJEM_MALLOC_CONF", settings::jemalloc_conf(&v.settings_str(), user_conf.as_deref()));
+    } else if let (Ok(conf), Err(_)) = (std::env::var("MALLOC_CONF"), std::env::var("_RJEM_MALLOC_CONF")) {
         c.env("_RJEM_MALLOC_CONF", conf);
+    }
+    // glibc's tcache tunables are read when a process starts.
+    if v.backend == Backend::Glibc {
+        let user = std::env::var("GLIBC_TUNABLES").ok();
+        if let Some(t) = settings::glibc_tunables(&v.settings_str(), user.as_deref()) {
+            c.env("GLIBC_TUNABLES", t);
+        }
     }
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
     let out = c.output().map_err(|e| format!("cannot start the replay child: {e}"))?;
@@ -207,23 +267,35 @@ fn spawn_child(a: &Args, b: Backend, dir: &Path) -> Result<Replay, String> {
     serde_json::from_slice(&out.stdout).map_err(|e| format!("the replay child's report is not valid: {e}"))
 }
 
-fn run_child(name: &str, a: &Args) -> Result<i32, String> {
-    let b: Backend = name.parse()?;
+fn run_child(label: &str, a: &Args) -> Result<i32, String> {
+    let v = settings::parse_variants(&[label]).map_err(|e| e.to_string())?;
+    let [v] = v.as_slice() else { return Err(format!("--child takes one backend, not '{label}'")) };
+    let b = v.backend;
     let dir = a.plan.as_deref().ok_or("--child needs --plan DIR")?;
+    // Before the backend's first allocation (jemalloc had its configuration from the
+    // environment in its constructor; applying it again here changes nothing).
+    let s: &'static str = Box::leak(v.settings_str().into_boxed_str());
+    settings::apply(b, s.as_bytes(), None, settings::Context::Child).map_err(|e| e.to_string())?;
     let o = run::child::ChildOpts {
         pace: a.pace,
         touch: a.touch,
         progress: std::io::stderr().is_terminal(),
         time_every: a.timing,
     };
-    let r = run::child::run(b, dir, &o)?;
+    let mut r = run::child::run(b, dir, &o)?;
+    for (k, _) in &v.settings {
+        if let Some(now) = settings::read_back(b, k) {
+            r.settings.insert(k.clone(), now);
+        }
+    }
     let s = serde_json::to_string(&r).map_err(|e| e.to_string())?;
     println!("{s}");
     Ok(0)
 }
 
-fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
+fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Variant]) -> Vec<String> {
     let mut n = Vec::new();
+    n.extend(timed_notes(a, m, res, vs));
     n.push(match a.touch {
         Touch::First => "memory touched as a program's first writes touch it (--touch=first, the default): one byte written in every page each block spans (a realloc: in what the block gained), so that the page faults, zeroing and huge pages of new memory are paid as in the program; --touch=all writes every byte, --touch=none nothing".into(),
         Touch::All => "memory was touched: every allocated byte was written once after it was allocated (a realloc: what the block gained)".into(),
@@ -323,4 +395,42 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult]) -> Vec<String> {
 
 fn count_str(v: u64) -> String {
     table::count(v as f64)
+}
+
+/// What each time-driven setting (decay, purge delay) models: unpaced, the replay runs the
+/// program's calls in less time than the program took, so a delay of D ms spans D times that
+/// ratio of the program's time; paced, D ms is D ms of the program's.
+fn timed_notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Variant]) -> Vec<String> {
+    let recorded = m.last_ts_ns.saturating_sub(m.first_ts_ns) as f64;
+    let mut out = Vec::new();
+    for (v, b) in vs.iter().zip(res) {
+        let timed = v.timed();
+        let Some(r) = &b.replay else { continue };
+        if timed.is_empty() {
+            continue;
+        }
+        let wall = r.wall_ns as f64;
+        let each: Vec<String> = timed
+            .iter()
+            .map(|(k, val)| match val.parse::<f64>() {
+                Ok(d) if d < 0.0 => format!("{k}={val} (never) is never in the program's time too"),
+                Ok(d) if d == 0.0 => format!("{k}={val} (at once) is at once in the program's time too"),
+                Ok(_) if a.pace.is_some() => format!("{k}={val}: the replay kept the program's pace, so {val} ms is {val} ms of the program"),
+                Ok(d) if wall > 0.0 && recorded > 0.0 => format!(
+                    "{k}={val}: unpaced, the replay ran the program's {} in {}, so {val} ms here spans {} of the program's time (--pace keeps the recorded gaps: then {val} ms is {val} ms of the program)",
+                    table::duration(recorded),
+                    table::duration(wall),
+                    table::duration(d * 1e6 * recorded / wall)
+                ),
+                _ => format!("{k}={val}"),
+            })
+            .collect();
+        let driver = if v.backend == Backend::Jemalloc {
+            " jemalloc (no background threads) purges only from within its calls, so a program that idles after its last call keeps what was not yet purged, in the replay as in the program."
+        } else {
+            ""
+        };
+        out.push(format!("{}: time-driven settings: {}.{driver}", v.label(), each.join("; ")));
+    }
+    out
 }

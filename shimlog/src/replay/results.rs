@@ -15,6 +15,10 @@ pub struct Report {
     pub backends: Vec<BackendResult>,
     /// Sentences a reader should see with the numbers (what was excluded, not touched...).
     pub notes: Vec<String>,
+    /// The best column for allocator time, peak RSS and mean RSS, what each costs in the
+    /// others, the rankings and their ties (medians and ranges of the rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<super::rounds::Verdict>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -41,6 +45,13 @@ pub struct Options {
     pub pace_mode: Option<String>,
     /// none, first or all (see `--touch`).
     pub touch: String,
+    /// How many times each column was replayed (`--rounds`).
+    #[serde(default = "one")]
+    pub rounds: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What the pre-pass found: the same for every backend.
@@ -103,7 +114,12 @@ impl PlanSummary {
 /// A backend's column: its replay's figures, or why there are none.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BackendResult {
+    /// The column's label: the backend's name, with its settings (`jemalloc:dirty_decay_ms=0`).
     pub backend: String,
+    /// Each figure of merit over the rounds (median, range, each round's value); the other
+    /// fields are those of the median round (by time in the allocator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<super::rounds::Rounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -156,6 +172,10 @@ pub struct Replay {
     pub end_live_bytes: i64,
     /// The allocator's own counters after the replay (names as it calls them).
     pub allocator_stats: BTreeMap<String, u64>,
+    /// The column's settings as the allocator itself reports them after the replay
+    /// (jemalloc's `opt.*`, mimalloc's options, tcmalloc's properties; absent for glibc's).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
     pub excluded: Excluded,
 }
 

@@ -281,7 +281,15 @@ pub fn render(rep: &Report) -> String {
         s.push('\n');
     }
     let _ = writeln!(s, "(* best in the row; +N% how much more, -N% how much less than the best)");
+    if rep.options.rounds > 1 {
+        let _ = writeln!(
+            s,
+            "(each column's figures above are those of its median round by time in the allocator; the rounds below)"
+        );
+        s.push_str(&rounds_table(rep));
+    }
 
+    let nw = rep.backends.iter().map(|b| b.backend.len() + 1).max().unwrap_or(0).max(9);
     let max_rss = cols.iter().flatten().map(|r| r.memory.peak_rss_bytes).max().unwrap_or(0) as f64;
     if max_rss > 0.0 {
         let _ = writeln!(s, "\nRSS over time (common scale, peak {}):", bytes(max_rss));
@@ -290,7 +298,7 @@ pub fn render(rep: &Report) -> String {
                 let v: Vec<f64> = r.memory.samples.iter().map(|x| x.rss_bytes as f64).collect();
                 let _ = writeln!(
                     s,
-                    "  {:<9}{}  ({} samples over {})",
+                    "  {:<nw$}{}  ({} samples over {})",
                     b.backend,
                     sparkline(&v, 60, max_rss),
                     v.len(),
@@ -305,18 +313,95 @@ pub fn render(rep: &Report) -> String {
             (Some(r), _) => {
                 let st: Vec<String> =
                     r.allocator_stats.iter().map(|(k, v)| format!("{k} {}", bytes(*v as f64))).collect();
-                let _ = writeln!(s, "  {:<9}{}", b.backend, st.join(", "));
+                let _ = writeln!(s, "  {:<nw$}{}", b.backend, st.join(", "));
             }
             (None, Some(e)) => {
-                let _ = writeln!(s, "  {:<9}replay failed: {e}", b.backend);
+                let _ = writeln!(s, "  {:<nw$}replay failed: {e}", b.backend);
             }
             _ => {}
+        }
+    }
+    let set: Vec<String> = rep
+        .backends
+        .iter()
+        .filter_map(|b| {
+            let r = b.replay.as_ref()?;
+            (!r.settings.is_empty()).then(|| {
+                let kv: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                format!("  {}: {}", b.backend, kv.join(", "))
+            })
+        })
+        .collect();
+    if !set.is_empty() {
+        let _ = writeln!(s, "\nsettings as each allocator reports them after the replay:");
+        for l in set {
+            let _ = writeln!(s, "{l}");
+        }
+    }
+    if let Some(v) = &rep.verdict {
+        let _ = writeln!(s, "\nverdict:");
+        for l in &v.lines {
+            let _ = writeln!(s, "  {l}");
         }
     }
     s.push('\n');
     for n in &rep.notes {
         let _ = writeln!(s, "note: {n}");
     }
+    s
+}
+
+/// The rounds: each figure's median with its range per column; `*` the best median, `=`
+/// a column whose range overlaps the best's (a tie).
+fn rounds_table(rep: &Report) -> String {
+    use super::rounds::METRICS;
+    let mut s = String::new();
+    let cols: Vec<(&str, &super::rounds::Rounds)> =
+        rep.backends.iter().filter_map(|b| Some((b.backend.as_str(), b.rounds.as_ref()?))).collect();
+    if cols.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\nover {} rounds: median [min to max]", rep.options.rounds);
+    let mut lines: Vec<(String, Vec<String>)> = Vec::new();
+    for (m, label) in METRICS {
+        let sp: Vec<super::rounds::Spread> = cols.iter().map(|(_, r)| r.metrics.get(m).cloned().unwrap_or_default()).collect();
+        let best = (0..sp.len()).min_by(|&a, &b| sp[a].median.total_cmp(&sp[b].median)).unwrap_or(0);
+        let f = |v: f64| if m.ends_with("_ns") { duration(v) } else { bytes(v) };
+        let cells = sp
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let mark = if sp.len() < 2 {
+                    ""
+                } else if i == best {
+                    " *"
+                } else if x.overlaps(&sp[best]) {
+                    " ="
+                } else {
+                    "  "
+                };
+                format!("{} [{} to {}]{mark}", f(x.median), f(x.min), f(x.max))
+            })
+            .collect();
+        lines.push((label.to_string(), cells));
+    }
+    let lw = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let cw: Vec<usize> = (0..cols.len())
+        .map(|i| lines.iter().map(|(_, c)| c[i].chars().count()).chain([cols[i].0.len()]).max().unwrap_or(0))
+        .collect();
+    let _ = write!(s, "{:<lw$}", "");
+    for ((h, _), w) in cols.iter().zip(&cw) {
+        let _ = write!(s, "  {h:>w$}");
+    }
+    s.push('\n');
+    for (l, c) in &lines {
+        let _ = write!(s, "{l:<lw$}");
+        for (v, w) in c.iter().zip(&cw) {
+            let _ = write!(s, "  {v:>w$}");
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "(* lowest median; = its range overlaps the lowest's: a tie)");
     s
 }
 

@@ -106,6 +106,8 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         time_mask: time_every - 1,
         running: AtomicU32::new(0),
         max_running: AtomicU32::new(0),
+        hold: AtomicBool::new(true),
+        held: AtomicU32::new(0),
     };
     sh.install();
     let mut sampler = Sampler::new();
@@ -130,7 +132,7 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     let base_huge = measure::anon_huge_pages_bytes().unwrap_or(0);
     let hwm_reset = measure::reset_hwm();
     let clk = measure::Clock::start();
-    let (before, end_ns) = std::thread::scope(|sc| {
+    let (before, end_ns, end_rss, stats) = std::thread::scope(|sc| {
         let (sampler, statm, progress, stop, bar, go) = (&mut sampler, &statm, &progress, &stop, &bar, &go);
         let start = &sh.start_ns;
         let samp = std::thread::Builder::new()
@@ -158,23 +160,32 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         // Once every start and exit is done, the threads whose exit the log does not show
         // (the main thread, threads alive at the end) end with the replay.
         super::sync::wait_life(&sh.life, meta.lifecycle_events);
+        // The end figures are taken once those threads are done with their ops, before
+        // they exit (the program ended without their exit).
+        let waiting = (0..meta.threads.len())
+            .filter(|&t| !meta.threads[t].exited && sh.tids[t].load(Acquire) != 0 && !sh.joined[t].load(Acquire))
+            .count() as u32;
+        while sh.held.load(Acquire) < waiting {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let end_ns = clock::mono_ns();
+        let end_rss = statm.rss_bytes().saturating_sub(baseline);
+        let stats = shim_backend::stats::allocator_stats(backend);
+        sh.hold.store(false, Release);
         for (t, tp) in meta.threads.iter().enumerate() {
             if !tp.exited {
                 sh.join_now(t as u32);
             }
         }
-        let end_ns = clock::mono_ns();
         stop.store(true, Relaxed);
         let _ = samp.join();
-        (before, end_ns)
+        (before, end_ns, end_rss, stats)
     });
     let after = measure::usage().since(&before);
     let start = sh.start_ns.load(Relaxed);
     let wall_ns = end_ns.saturating_sub(start);
-    let end_rss = statm.rss_bytes().saturating_sub(baseline);
     let hwm = if hwm_reset { measure::vm_hwm_bytes() } else { None };
     let huge = measure::anon_huge_pages_bytes();
-    let stats = shim_backend::stats::allocator_stats(backend);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

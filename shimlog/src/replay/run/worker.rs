@@ -92,6 +92,13 @@ pub struct Shared<'a> {
     /// Replay threads running now, and the most that ever ran at once (measured).
     pub running: AtomicU32,
     pub max_running: AtomicU32,
+    /// Threads whose exit the log does not show (the main thread, threads alive at the end)
+    /// wait here after their last op until the child has taken the end figures: their exit
+    /// never happened in the program, and an allocator may act on it (jemalloc purges an
+    /// arena whose last thread exits).
+    pub hold: AtomicBool,
+    /// How many of those threads are done with their ops and waiting.
+    pub held: AtomicU32,
 }
 
 unsafe impl Sync for Shared<'_> {}
@@ -198,6 +205,12 @@ extern "C" fn entry(arg: *mut c_void) -> *mut c_void {
     sh.max_running.fetch_max(now, AcqRel);
     w.run(sh, t);
     sh.running.fetch_sub(1, AcqRel);
+    if !sh.threads[t].exited {
+        sh.held.fetch_add(1, AcqRel);
+        while sh.hold.load(Acquire) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
     core::ptr::null_mut()
 }
 
