@@ -176,6 +176,9 @@ fn half_as_many_bytes_again_live_is_found() {
     assert_eq!(exit_code(&out), 0, "live_peak>+80% should pass: {}", out.stderr);
     let out = fail_if(&base, &more, "rss_peak>+10%");
     assert_eq!(exit_code(&out), 1, "rss_peak>+10% should fail: {}", out.stderr);
+    assert!(out.stderr.contains("rss_peak>+10%"), "the failing term on stderr: {}", out.stderr);
+    let out = fail_if(&base, &more, "rss_peak>+80%");
+    assert_eq!(exit_code(&out), 0, "rss_peak>+80% should pass (about +40% more RSS): {}", out.stderr);
     let out = fail_if(&base, &more, "rss_peak>+64MiB,calls_per_s>+10%");
     assert_eq!(exit_code(&out), 0, "16 MiB more is under +64MiB, and the calls did not change: {}", out.stderr);
     let out = fail_if(&base, &more, "rss_peak>+8MiB");
