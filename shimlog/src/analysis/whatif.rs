@@ -395,4 +395,40 @@ mod tests {
         assert_eq!((t[1].most_changed[0].class_bytes, t[1].most_changed[0].change_bytes), (768, 640));
         assert_eq!((t[2].slop_bytes, t[2].above_classes, t[2].above_classes_bytes), (10 * 28, 6, 5 * 600 + 129));
     }
+
+    /// The first size in 1..=max where the written rule and the real allocator differ.
+    fn first_difference(rule: &str, b: Backend, max: u64) -> Option<(u64, Option<u64>, u64)> {
+        let s = Spec::parse(rule).unwrap();
+        let r = Rounder::new(&s);
+        (1..=max).find_map(|n| {
+            let (mine, real) = (r.class(n), backend_class(b, n));
+            (mine != Some(real)).then_some((n, mine, real))
+        })
+    }
+
+    /// Each allocator's classes as written from its sources (docs/stats.md), against the
+    /// allocator itself (built into shimlog) for every size up to where the rule ends.
+    #[test]
+    fn written_rules_are_the_allocators_own() {
+        let cases: [(&str, Backend, u64); 5] = [
+            // jemalloc's sz.h groups: 4 classes a doubling; large classes are whole pages
+            // (this build: every 4 KiB from 16 KiB on).
+            ("8,16,32,48; 4 per doubling from 64 B to 16 KiB; every 4 KiB from 20 KiB to 64 MiB on none", Backend::Jemalloc, 4 << 20),
+            // mimalloc's bins (_mi_bin: 4 a doubling from 8 words) up to its largest bin.
+            ("8,16,32,48; 4 per doubling from 64 B to 256 KiB on none", Backend::Mimalloc, 256 << 10),
+            // snmalloc's sizeclasses (a 2-bit mantissa) up to 64 KiB, powers of two above.
+            ("16,32,48; 4 per doubling from 64 B to 64 KiB; 1 per doubling from 128 KiB to 1 GiB on none", Backend::Snmalloc, 4 << 20),
+            // glibc's chunks: 16-byte steps, the 8-byte header subtracted, below the mmap threshold.
+            ("every 16 B from 24 B to 131064 B on none", Backend::Glibc, 131_064),
+            // gperftools' SizeMap table (kPageShift 13) up to 8 KiB, as its Init computes it.
+            ("8,16,32,48,64,80,96,112,128,144,160,176,192,208,224,240,256,288,320,352,384,416,448,480,512,576,640,704,768,896,1024,\
+              1152,1280,1408,1536,1792,2048,2304,2560,2816,3072,3328,4096,4608,5120,6144,6656,8192 on none", Backend::Tcmalloc, 8192),
+        ];
+        for (rule, b, max) in cases {
+            if !b.available() {
+                continue;
+            }
+            assert_eq!(first_difference(rule, b, max), None, "{} against `{rule}`: (size, the rule's class, {}'s)", b.name(), b.name());
+        }
+    }
 }
