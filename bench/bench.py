@@ -27,6 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backends  # noqa: E402
 import columns  # noqa: E402
+import compare  # noqa: E402
 import idle  # noqa: E402
 import inflight  # noqa: E402
 import callgrind  # noqa: E402
@@ -246,6 +247,8 @@ def full():
     idle.write(idle.measure(smoke=False))
     say("dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)")
     inflight.write(inflight.measure(smoke=False))
+    say("shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)")
+    compare.write(compare.measure(smoke=False))
     print(report.table(results))
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
@@ -299,7 +302,7 @@ def smoke():
     # The scripts that write a section of their own, once at their smoke sizes.
     for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads),
                       ("columnar frames", columns), ("the idle recorder", idle),
-                      ("dead in-flight files", inflight)):
+                      ("dead in-flight files", inflight), ("shimlog compare", compare)):
         n += 1
         try:
             mod.measure(smoke=True)
