@@ -179,8 +179,14 @@ def section(r):
     lines += ["", f"False alarms: {len(pairs)} pairs of runs, both runs of a pair the same workload, size and backend "
               f"(recorded, default settings), `shimlog compare A --vs B --json` at the default confidence (95%): "
               f"**{n_flag} metric{'s' if n_flag != 1 else ''} flagged** of {judged} judged over all pairs "
-              f"(target: at most 1: {'met' if n_flag <= 1 else 'NOT met'}). Latency and stalls are not judged from "
-              "one log a side (docs/compare.md), memory and calls are.", ""]
+              f"(target: at most 1: {'met' if n_flag <= 1 else 'NOT met'}). From one log a side, latency, stalls and "
+              "calls_per_s are never judged, memory and calls only from logs of 1.5 s or more (a pair with 0 judged "
+              "ran shorter; docs/compare.md). The flags left are RSS (peak, time-weighted mean, RSS per live byte) "
+              "and the live bytes' time-weighted mean moving 6-60% between two runs of one configuration on this "
+              "machine under a load average of 10-12 on its 2 CPUs: the process's RSS includes the shim's own "
+              "buffers, which grow when the recorder falls behind, and a time-weighted mean shifts with the "
+              "program's pace; neither shows within one run's slices. Only several runs a side, taken in turns, "
+              "show that spread.", ""]
     lines += sections.table(["workload", "backend", "size", "judged", "flagged"], [
         [p["workload"], p["backend"], str(p["size"]), str(p["judged"]),
          ", ".join(f"{f['metric']} {100 * f['relative']:+.1f}%" if f["relative"] is not None else f["metric"]
