@@ -7,7 +7,10 @@ workloads first).
                      drain rate; callgrind instruction counts; the speed of shimlog stats on a
                      100 M-event log (STATS_EVENTS) and a demo capture of about 100 M events
                      (DEMO_ITERS iterations per thread). Prints the table,
-                     writes bench/results.json and BENCHMARKS.md.
+                     writes bench/results.json and BENCHMARKS.md, and prints each headline
+                     figure against the results.json it replaced (kept as
+                     bench/out/results.prev.json; bench/drift.py), flagging those that moved
+                     by more than their noise.
   bench.py --smoke   each bench program once, briefly, bare and under the shim, checking its
                      output and that its log decodes; the replay fidelity programs once each,
                      captured and replayed. Writes nothing outside bench/out/."""
@@ -32,6 +35,7 @@ import idle  # noqa: E402
 import inflight  # noqa: E402
 import callgrind  # noqa: E402
 import crashsafe  # noqa: E402
+import drift  # noqa: E402
 import fidelity  # noqa: E402
 import stacks  # noqa: E402
 import figures  # noqa: E402
@@ -42,9 +46,24 @@ import report_export  # noqa: E402
 import sampled  # noqa: E402
 import threads  # noqa: E402
 import runner  # noqa: E402
+import sections  # noqa: E402
 import stats_speed  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
                        clean_env, launch, program_calls, shown, workloads)
+
+
+# The bench scripts that measure a section of their own (each a module with TITLE and
+# measure(smoke)), in the order BENCHMARKS.md shows them after the driver's own sections. A
+# new section is one line here.
+SECTION_SCRIPTS = [
+    (stacks, "call stacks: unwinding cost and the SHIM_STACKS modes (bench/stacks.py)"),
+    (sampled, "sampled-only recording: SHIM_RECORD=sample against SHIM_TRACE=0 (bench/sampled.py)"),
+    (threads, "recording on many threads: 1, 2 and 8 threads (bench/threads.py)"),
+    (columns, "columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)"),
+    (idle, "the recorder when the program is idle (bench/idle.py)"),
+    (inflight, "dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)"),
+    (compare, "shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)"),
+]
 
 
 def fresh_dir(path):
@@ -229,27 +248,32 @@ def full():
                             "build": "cc -O2 -pthread -o bench/out/bin/NAME bench/workloads/NAME.c "
                                      "(and workloads/demo.c)"}}
     results["targets"] = report.targets(results)
+    # The sections of their own scripts, measured now, in the order BENCHMARKS.md shows them;
+    # then results.json and BENCHMARKS.md are written once, whole, from this run alone.
+    for mod, what in SECTION_SCRIPTS:
+        say(what)
+        sections.record(results, mod.TITLE, mod.measure(smoke=False))
+    # The run this one replaces, kept for the comparison printed at the end (bench/drift.py).
+    prev_path = os.path.join(OUT, "results.prev.json")
+    try:
+        shutil.copyfile(os.path.join(ROOT, "bench", "results.json"), prev_path)
+    except OSError:
+        prev_path = None
     with open(os.path.join(ROOT, "bench", "results.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=False)
         f.write("\n")
     md = report.markdown(results)
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write(md)
-    say("call stacks: unwinding cost and the SHIM_STACKS modes (bench/stacks.py)")
-    stacks.write(stacks.measure(smoke=False))
-    say("sampled-only recording: SHIM_RECORD=sample against SHIM_TRACE=0 (bench/sampled.py)")
-    sampled.write(sampled.measure(smoke=False))
-    say("recording on many threads: 1, 2 and 8 threads (bench/threads.py)")
-    threads.write(threads.measure(smoke=False))
-    say("columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)")
-    columns.write(columns.measure(smoke=False))
-    say("the recorder when the program is idle (bench/idle.py)")
-    idle.write(idle.measure(smoke=False))
-    say("dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)")
-    inflight.write(inflight.measure(smoke=False))
-    say("shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)")
-    compare.write(compare.measure(smoke=False))
     print(report.table(results))
+    if prev_path:
+        print()
+        try:
+            prev = drift.load(prev_path)
+            print(drift.render(*drift.compare(prev, results), drift.name_of(prev, "the previous results.json"),
+                               drift.name_of(results, "this run")))
+        except (OSError, ValueError) as e:
+            say(f"no comparison with the previous results.json: {e}")
     say(f"wrote BENCHMARKS.md and bench/results.json in {info['bench_seconds']} s")
     return 0
 
@@ -261,6 +285,10 @@ def smoke():
     fresh_dir(os.path.join(OUT, "ht"))
     failures = 0
     n = 0
+    if not shutil.which("heaptrack"):
+        # Not run is not passed: make test installs it (tools/test-deps.sh).
+        say("smoke: cannot run the heaptrack configuration: heaptrack is missing (apt-get install heaptrack)")
+        failures += 1
     for w in workloads():
         plan = [("glibc", "bare"), ("glibc", "rec"), ("jemalloc", "off"), ("mimalloc", "rec")]
         if w.name == "single" and shutil.which("heaptrack"):
@@ -300,9 +328,7 @@ def smoke():
         failures += 1
         say(f"fidelity smoke failed: {e}")
     # The scripts that write a section of their own, once at their smoke sizes.
-    for what, mod in (("call stacks", stacks), ("sampled-only recording", sampled), ("many threads", threads),
-                      ("columnar frames", columns), ("the idle recorder", idle),
-                      ("dead in-flight files", inflight), ("shimlog compare", compare)):
+    for mod, what in SECTION_SCRIPTS:
         n += 1
         try:
             mod.measure(smoke=True)

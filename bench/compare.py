@@ -141,7 +141,7 @@ def false_alarms(smoke, say):
     return pairs
 
 
-def measure(smoke=False, reps=None, say=lambda s: print(s, file=sys.stderr)):
+def measure_data(smoke=False, reps=None, say=lambda s: print(s, file=sys.stderr)):
     reps = reps or (1 if smoke else 3)
     events = 1_000_000 if smoke else int(os.environ.get("COMPARE_EVENTS", "100000000"))
     if not os.path.exists(GENLOG):
@@ -196,14 +196,14 @@ def section(r):
     return sections.text(lines)
 
 
-def write(r):
-    sections.write(TITLE, section(r))
+def measure(smoke=False, reps=None, say=lambda s: print(s, file=sys.stderr)):
+    """The section's text (its data also in bench/out/compare.json)."""
+    r = measure_data(smoke, reps, say)
+    os.makedirs(wl.OUT, exist_ok=True)
+    with open(os.path.join(wl.OUT, "compare.json"), "w") as f:
+        json.dump(r, f, indent=1)
+    return section(r)
 
 
 if __name__ == "__main__":
-    def run(smoke, reps):
-        r = measure(smoke, reps)
-        with open(os.path.join(wl.OUT, "compare.json"), "w") as f:
-            json.dump(r, f, indent=1)
-        return section(r)
-    sections.main(run, TITLE)
+    sections.main(measure, TITLE)

@@ -75,7 +75,7 @@ def measure(smoke, reps=None):
     L += ["", "While the program calls the allocator, the recorder ticks every 500 us: its watchdog must see a call "
           "on two ticks to call it slow. After 4 ticks without a call (up to 32, while calls keep cutting its dozes "
           "short) it dozes until the next RSS sample, and the first call any thread makes wakes it "
-          "(README, \"The recorder's pace\"). Before that change (parent commit c23415d, the same program): "
+          "(docs/recording.md, \"The recorder's pace\"). Before that change (parent commit c23415d, the same program): "
           "1,680-1,700 wake-ups and 44-47 ms of CPU a second whether the program called the allocator or not.", ""]
     L += sections.table(["program", "recorder wake-ups a second", "recorder CPU ms a second", "of a core"], rows)
     L += ["", "A program that calls the allocator every few ms keeps the recorder at its busy pace: a doze there "

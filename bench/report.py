@@ -378,4 +378,14 @@ def markdown(results):
         for s in results["skipped"]:
             w(f"- {s}")
         w("")
+    # The sections of their own scripts (bench.py's SECTION_SCRIPTS), as this run measured
+    # them; one measured apart (`python3 bench/NAME.py --write`) says so.
+    for title, sec in results.get("sections", {}).items():
+        text = sec["text"].rstrip("\n")
+        if sec.get("commit") != m.get("git_commit"):
+            head, _, rest = text.partition("\n")
+            text = (f"{head}\n\n*Measured alone on {sec.get('date')} at commit {sec.get('commit')}, "
+                    f"not in the run of commit {m.get('git_commit')} the rest of this page comes from.*\n{rest}")
+        w(text)
+        w("")
     return "\n".join(L) + "\n"

@@ -5,7 +5,9 @@ replacing that section by its title, and their command line
     python3 bench/NAME.py [--smoke] [--write] [REPS]
 
 (--smoke: one repetition at tiny sizes, to check it works, writing nothing; --write: the
-section replaces its old text in BENCHMARKS.md, or is appended)."""
+section goes into bench/results.json, stamped with its commit, and BENCHMARKS.md is
+rendered whole from that file again). `make bench` measures every section and renders
+BENCHMARKS.md once, from this run's results alone."""
 import os
 import re
 import sys
@@ -34,12 +36,37 @@ def text(lines):
     return "\n".join(lines) + "\n"
 
 
+def commit():
+    """The short commit of the working tree the section is measured on."""
+    import subprocess
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def record(results, title, sec):
+    """Puts the section measured in this run into `results` (bench/results.json's dict):
+    BENCHMARKS.md is rendered whole from it (report.markdown), nothing taken from an older
+    BENCHMARKS.md."""
+    import time
+    results.setdefault("sections", {})[title] = {
+        "text": sec, "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
 def write(title, sec):
-    p = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(p).read() if os.path.exists(p) else ""
-    m = re.search(r"^" + re.escape(title) + r"\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + sec + "\n" + text[m.end():] if m else text.rstrip("\n") + "\n\n" + sec
-    open(p, "w").write(text)
+    """A section measured alone (`python3 bench/NAME.py --write`): put into
+    bench/results.json, stamped with its own commit and date, and BENCHMARKS.md rendered whole
+    again from it (the section then says it was measured apart from the rest)."""
+    import json
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import report
+    p = os.path.join(ROOT, "bench", "results.json")
+    results = json.load(open(p))
+    record(results, title, sec)
+    with open(p, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=False)
+        f.write("\n")
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
+        f.write(report.markdown(results))
 
 
 def main(measure, title):

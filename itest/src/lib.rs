@@ -33,6 +33,36 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A test that cannot run because of what the environment is, not what it lacks installed
+/// (no cgroup controller to make a group in, no right to mount: a container), ends here:
+/// the skip is written to the skip log (`$SHIM_TEST_SKIP_LOG`, else
+/// `<workspace>/target/test-skips.log`; one line `KIND<TAB>TEST<TAB>WHY`), which `make test`
+/// counts in its tally and fails on unless `SHIM_TEST_EXPECTED_SKIPS` names KIND. Kinds:
+/// `cgroup`, `mount`, `root`, `repo`. A tool that is missing is no skip: see [`need`].
+pub fn skip(kind: &str, why: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let path = std::env::var_os("SHIM_TEST_SKIP_LOG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/test-skips.log"));
+    let line = format!("{kind}\t{test}\t{}\n", why.replace(['\t', '\n'], " "));
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        panic!("SKIPPED ({kind}: {why}), and the skip could not be written to {}: {e}", path.display());
+    }
+    eprintln!("SKIPPED ({kind}): {why}");
+}
+
+/// A tool a test needs and this machine lacks: the test fails, naming it and how to get it
+/// (`make test` installs it first through tools/test-deps.sh).
+pub fn need(what: &str, how: &str) -> ! {
+    panic!("cannot run: {what} is missing ({how}; tools/test-deps.sh installs it)")
+}
+
 fn artifact(var: &str, name: &str) -> PathBuf {
     let p = match std::env::var_os(var) {
         Some(v) if !v.is_empty() => PathBuf::from(v),

@@ -185,8 +185,7 @@ fn memory_cgroup() -> Option<PathBuf> {
 #[test]
 fn oom_killer_in_a_memory_limited_cgroup() {
     let Some(parent) = memory_cgroup() else {
-        eprintln!("SKIP oom test: no memory cgroup found in /proc/self/cgroup");
-        return;
+        return itest::skip("cgroup", "no memory cgroup found in /proc/self/cgroup (no cgroup delegation here)");
     };
     for b in BACKENDS {
         let cg = parent.join(format!("shim-oom-{}-{b}", std::process::id()));
@@ -202,8 +201,7 @@ fn oom_killer_in_a_memory_limited_cgroup() {
             };
         if !made {
             let _ = std::fs::remove_dir(&cg);
-            eprintln!("SKIP oom test: cannot make a memory cgroup under {}", parent.display());
-            return;
+            return itest::skip("cgroup", &format!("cannot make a memory cgroup with a limit under {} (not delegated to this user or container)", parent.display()));
         }
         let procs = std::ffi::CString::new(cg.join("cgroup.procs").to_str().unwrap()).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -241,9 +239,11 @@ fn oom_killer_in_a_memory_limited_cgroup() {
 #[test]
 fn git_log_piped_into_head() {
     let root = workspace_root();
-    if !root.join(".git").exists() || std::process::Command::new("git").arg("--version").output().is_err() {
-        eprintln!("SKIP git test: no git or no repository at {}", root.display());
-        return;
+    if std::process::Command::new("git").arg("--version").output().is_err() {
+        itest::need("git", "apt-get install git");
+    }
+    if !root.join(".git").exists() {
+        return itest::skip("repo", &format!("the sources at {} are no git repository (an unpacked tarball?)", root.display()));
     }
     for b in BACKENDS {
         let dir = tempfile::tempdir().unwrap();

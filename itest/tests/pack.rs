@@ -127,12 +127,11 @@ impl Drop for QuotaGroup {
 
 /// SHIM_PACK=auto writes rows in a container at its CPU quota, however idle the machine's
 /// cores are: python3 allocating in a cgroup limited to 0.2 CPU is throttled, and the
-/// recorder sees it in the group's cpu.stat. (Skipped where no cgroup can be made.)
+/// recorder sees it in the group's cpu.stat. (A `cgroup` skip where no cgroup can be made.)
 #[test]
 fn auto_writes_rows_in_a_cgroup_at_its_quota() {
     let Some(g) = QuotaGroup::create(20_000) else {
-        eprintln!("skipped: no cgroup v1 cpu controller to make a group with a quota in");
-        return;
+        return itest::skip("cgroup", "no cgroup v1 cpu controller to make a group with a quota in (not delegated here)");
     };
     let tasks = g.0.join("tasks");
     let t = run_traced("glibc", || {

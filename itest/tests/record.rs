@@ -84,7 +84,16 @@ fn record_passes_sigterm_on() {
     let mut child = c.spawn().expect("start shimlog record");
     let start = std::time::Instant::now();
     let dir = cwd.path().join("t");
-    while !(dir.is_dir() && entries(&dir).iter().any(|p| p.extension().is_some_and(|x| x == "shimlog"))) {
+    // Until sleep records: its log has its header, and the in-flight file the header names
+    // exists (a SIGTERM before that kills a process with nothing to recover yet).
+    let recording = |dir: &Path| {
+        dir.is_dir()
+            && entries(dir).iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).any(|p| {
+                LogReader::open(p.to_str().unwrap())
+                    .is_ok_and(|r| r.header.inflight.as_deref().is_some_and(|f| Path::new(f).exists()))
+            })
+    };
+    while !recording(&dir) {
         if start.elapsed() > itest::TIMEOUT {
             let _ = child.kill();
             panic!("sleep's log did not appear in {}", dir.display());
@@ -154,11 +163,11 @@ fn record_bad_settings() {
     assert_eq!(r.header.stacks.as_deref(), Some("all"), "--stacks all reached the shim");
 }
 
-/// Every SHIM_* variable of the README's table is a flag of `shimlog record` (but SHIM_LOG:
-/// the directory, and SHIM_TRACE: on).
+/// Every SHIM_* variable of the table of docs/configuration.md is a flag of `shimlog record`
+/// (but SHIM_LOG: the directory, and SHIM_TRACE: on).
 #[test]
 fn record_has_a_flag_per_variable() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(workspace_root().join("docs/configuration.md")).unwrap();
     let help = shimlog(Path::new("."), &["record", "--help"]);
     help.assert_success("shimlog record --help");
     let help = help.stdout_str();
@@ -173,7 +182,7 @@ fn record_has_a_flag_per_variable() {
         assert!(help.contains(&format!("[{var}]")), "{flag}'s help names {var}");
         n += 1;
     }
-    assert!(n >= 20, "the README's table was not found ({n} variables)");
+    assert!(n >= 20, "the table of docs/configuration.md was not found ({n} variables)");
 }
 
 /// `shimlog run --backend mimalloc`: the status passes through and nothing is recorded.

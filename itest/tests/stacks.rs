@@ -102,7 +102,7 @@ fn slow_call_has_its_stack() {
 
 fn go() -> Command {
     let ok = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
-    assert!(ok, "go not found: install golang-go (.ci/run does)");
+    assert!(ok, "cannot run: go is missing (apt-get install golang-go; tools/test-deps.sh installs it)");
     let mut c = command("go");
     c.env("HOME", std::env::temp_dir()).env("GOCACHE", build_dir().join("gocache")).env("GOFLAGS", "-mod=mod");
     c

@@ -15,6 +15,7 @@ pub mod inflight;
 pub mod reclaim;
 pub mod recover;
 pub mod reader;
+pub mod synth;
 pub mod transport;
 pub mod varint;
 pub mod writer;

@@ -1,5 +1,5 @@
-//! `shimlog export` read back by real DuckDB (the Python package, installed by .ci/run;
-//! skipped, saying so, only where python3 has no duckdb at all): the Parquet tables must
+//! `shimlog export` read back by real DuckDB (the Python package, installed by
+//! tools/test-deps.sh; without it these tests fail, naming it): the Parquet tables must
 //! give the counts, bytes, peak, cross-thread frees, lifetimes and latency percentiles that
 //! `shimlog stats --json` gives for the same log, one log and many logs queried together.
 mod synth;
@@ -9,8 +9,12 @@ use std::process::Command;
 use synth::random::workload;
 use synth::{dir, shimlog, stats_json};
 
-fn have_duckdb() -> bool {
-    Command::new("python3").args(["-c", "import duckdb"]).output().is_ok_and(|o| o.status.success())
+/// A machine whose python3 has no duckdb fails the test, naming it (tools/test-deps.sh
+/// installs it with pip).
+fn have_duckdb() {
+    if !Command::new("python3").args(["-c", "import duckdb"]).output().is_ok_and(|o| o.status.success()) {
+        panic!("cannot run: python3's duckdb module is missing (pip install --break-system-packages duckdb; tools/test-deps.sh installs it)");
+    }
 }
 
 /// Runs `sql` (one query per line) in DuckDB over the export in `root`; each query's rows
@@ -61,10 +65,7 @@ const PEAK: &str = "with d as (select made_seq as seq, 1 as k, size as delta fro
 
 #[test]
 fn one_log_matches_stats() {
-    if !have_duckdb() {
-        eprintln!("SKIPPED: python3 has no duckdb module (.ci/run installs it with pip)");
-        return;
-    }
+    have_duckdb();
     let d = dir("export-one");
     let log = workload(&format!("{d}/w.shimlog"), 700, 0, 4, 40_000, 21);
     export(&["export", &log, "-o", &format!("{d}/out"), "--host", "canary1"]);
@@ -137,10 +138,7 @@ fn one_log_matches_stats() {
 
 #[test]
 fn many_logs_query_together() {
-    if !have_duckdb() {
-        eprintln!("SKIPPED: python3 has no duckdb module (.ci/run installs it with pip)");
-        return;
-    }
+    have_duckdb();
     let d = dir("export-many");
     let logs: Vec<String> = (0..3)
         .map(|i| workload(&format!("{d}/w{i}.shimlog"), 800 + i, i as u64 * 1000, 2 + i, 5_000 + 3_000 * i as u64, 40 + i as u64))

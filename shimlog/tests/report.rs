@@ -1,6 +1,6 @@
 //! `shimlog report` in a real browser: Debian's chromium, headless, opens the page from
-//! file:// (installed by .ci/run; these tests are skipped, saying so, only where there is no
-//! chromium at all). The page must draw itself with no console error and no request for
+//! file:// (tools/test-deps.sh installs it; without chromium these tests fail, naming it).
+//! The page must draw itself with no console error and no request for
 //! anything outside the file, show every section, not be blank, and every number it shows
 //! from the stats document must be the one `shimlog stats --json` prints for the same logs.
 mod synth;
@@ -14,10 +14,13 @@ use synth::{dir, shimlog, stats_json};
 
 const SECTIONS: [&str; 7] = ["sec-program", "sec-memory", "sec-sizes", "sec-latency", "sec-threads", "sec-sites", "sec-replay"];
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"].into_iter().find(|c| {
-        Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success())
-    })
+/// The browser; a machine without one fails the test, naming it (tools/test-deps.sh
+/// installs Debian's chromium).
+fn chromium() -> &'static str {
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .unwrap_or_else(|| panic!("cannot run: chromium is missing (apt-get install chromium; tools/test-deps.sh installs it)"))
 }
 
 /// What headless chromium made of a page: the DOM after its scripts ran, and the lines its
@@ -115,10 +118,7 @@ fn clean(o: &Opened) {
 
 #[test]
 fn one_log_in_chromium() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
-        return;
-    };
+    let browser = chromium();
     let d = dir("report-one");
     let log = workload(&format!("{d}/w.shimlog"), 300, 0, 4, 30_000, 7);
     let page = format!("{d}/report.html");
@@ -164,10 +164,7 @@ fn one_log_in_chromium() {
 
 #[test]
 fn several_logs_and_their_total() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
-        return;
-    };
+    let browser = chromium();
     let d = dir("report-many");
     let a = workload(&format!("{d}/a.shimlog"), 401, 0, 3, 8_000, 11);
     let b = workload(&format!("{d}/b.shimlog"), 402, 5_000_000, 2, 6_000, 12);
@@ -186,10 +183,7 @@ fn several_logs_and_their_total() {
 
 #[test]
 fn replay_backends_side_by_side() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
-        return;
-    };
+    let browser = chromium();
     let d = dir("report-replay");
     let log = workload(&format!("{d}/w.shimlog"), 500, 0, 3, 5_000, 5);
     let page = format!("{d}/report.html");
@@ -209,10 +203,7 @@ fn replay_backends_side_by_side() {
 /// section lists the sites with stats' numbers and draws the flame graphs as images.
 #[test]
 fn call_sites_and_flame_graphs() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
-        return;
-    };
+    let browser = chromium();
     use recorder::event::site_flags::ALL;
     let d = dir("report-sites");
     let mut h = synth::header(600, 0);
@@ -253,10 +244,7 @@ fn call_sites_and_flame_graphs() {
 /// The checks above can fail: the same page made to fetch an image from elsewhere is caught.
 #[test]
 fn a_page_reaching_out_is_caught() {
-    let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs Debian's chromium)");
-        return;
-    };
+    let browser = chromium();
     let d = dir("report-reaching");
     let log = workload(&format!("{d}/w.shimlog"), 600, 0, 2, 2_000, 3);
     let page = format!("{d}/report.html");

@@ -1,5 +1,5 @@
 //! The shim's settings as `shimlog record` flags: one row of [`SETTINGS`] per SHIM_*
-//! variable of the README's table ("Environment variables"), the flag named after it
+//! variable of the table of docs/configuration.md, the flag named after it
 //! (`SHIM_LOG_LIMIT` is `--log-limit`). A new variable is one new row. Each value is checked
 //! here, before the program starts, so that a typo is one error line and no run; the shim
 //! reads it again at start-up (shim/src/config.rs, shim/src/stacks/mod.rs).
@@ -43,7 +43,7 @@ const fn s(var: &'static str, value_name: &'static str, kind: Kind, help: &'stat
 
 const ON_OFF: Kind = Kind::Choice(&["1", "0"]);
 
-/// The README's table, in its order (less SHIM_TRACE and SHIM_LOG).
+/// The table of docs/configuration.md, in its order (less SHIM_TRACE and SHIM_LOG).
 const SETTINGS: &[Setting] = &[
     s("SHIM_BACKEND", "NAME", Kind::Choice(BACKENDS), "The allocator that serves every call (default: own where the program brings one, else glibc)"),
     s("SHIM_TIMING", "all|none|N", Kind::Timing, "Which calls carry their time inside the allocator (default: one in 64)"),
@@ -126,7 +126,7 @@ fn arg(st: &'static Setting) -> Arg {
         .value_parser(parser)
         .allow_negative_numbers(true)
         .help(format!("{} [{}]", st.help, st.var))
-        .help_heading("Settings of the shim (the SHIM_* variables: README, Environment variables)")
+        .help_heading("Settings of the shim (the SHIM_* variables: docs/configuration.md)")
 }
 
 /// The settings given on the command line, as (variable, value).

@@ -2,8 +2,8 @@
 //! directory as a process tree (pid, parent, program, events, how it ended), read from the
 //! headers and frame indexes alone (LogReader::open: no event is decoded but the last
 //! frames', where the end record is), then the commands that look further.
+use crate::stats::tree::{self, ended};
 use recorder::{Ending, LogReader};
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// What one log says of its process.
@@ -42,29 +42,7 @@ fn row(path: &Path) -> Row {
 }
 
 fn program(r: &LogReader) -> String {
-    let h = &r.header;
-    let name = Path::new(&h.exe).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| h.exe.clone());
-    let mut s = name;
-    if h.forked {
-        s.push_str(" (fork)");
-    }
-    match h.window {
-        Some(0) => s.push_str(" [watch log]"),
-        Some(n) => s.push_str(&format!(" [window {n}]")),
-        None => {}
-    }
-    s
-}
-
-fn ended(e: &Ending) -> String {
-    match *e {
-        Ending::Exit { call: "exec", .. } => "exec".into(),
-        Ending::Exit { call, status } => format!("{call}({status})"),
-        Ending::Closed => "closed".into(),
-        Ending::Recovered { end, .. } if end.starts_with("abort") => "abort() (recovered)".into(),
-        Ending::Recovered { .. } => "killed (recovered)".into(),
-        Ending::NoEnd => "no end: still running?".into(),
-    }
+    tree::program(&r.header.exe, r.header.forked, r.header.window)
 }
 
 /// How the shell would say how the program ended.
@@ -82,7 +60,6 @@ pub fn status_line(prog: &str, code: i32) -> String {
 pub fn print(dir: &Path, shown: &str, head: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
     let mut rows: Vec<Row> = logs(dir).iter().map(|p| row(p)).collect();
     rows.sort_by_key(|r| (r.start, r.pid));
-    let pids: BTreeSet<u32> = rows.iter().map(|r| r.pid).collect();
     let n = rows.len();
     writeln!(out, "shimlog: {head}; {n} log{} in {shown}/", if n == 1 { "" } else { "s" })?;
     if rows.is_empty() {
@@ -90,18 +67,9 @@ pub fn print(dir: &Path, shown: &str, head: &str, out: &mut impl std::io::Write)
         return Ok(());
     }
     writeln!(out, "  {:<28} {:>8} {:>8} {:>12}  {:<22} log", "program", "pid", "parent", "events", "ended")?;
-    // Roots first (a parent not recorded), each process's logs in start order (an exec
-    // continues the pid), then its children beneath it.
-    let mut order = Vec::new();
-    let mut done = BTreeSet::new();
-    let roots: Vec<u32> = rows.iter().filter(|r| !pids.contains(&r.ppid) || r.ppid == r.pid).map(|r| r.pid).collect();
-    for pid in roots {
-        walk(&rows, pid, 0, &mut done, &mut order);
-    }
-    let mut shown_rows = vec![false; rows.len()];
-    order.iter().for_each(|&(i, _)| shown_rows[i] = true);
-    // A cycle of reused pids: shown flat.
-    order.extend((0..rows.len()).filter(|&i| !shown_rows[i]).map(|i| (i, 0)));
+    // Roots first, each process's logs in start order, its children beneath it (stats' tree).
+    let procs: Vec<(u32, u32)> = rows.iter().map(|r| (r.pid, r.ppid)).collect();
+    let order = tree::order(&procs);
     for (i, depth) in order {
         let r = &rows[i];
         match &r.what {
@@ -118,15 +86,4 @@ pub fn print(dir: &Path, shown: &str, head: &str, out: &mut impl std::io::Write)
     writeln!(out, "  shimlog report {shown}/*.shimlog -o {shown}/report.html")?;
     writeln!(out, "  shimlog replay {shown}/{first}")?;
     Ok(())
-}
-
-fn walk(rows: &[Row], pid: u32, depth: usize, done: &mut BTreeSet<u32>, order: &mut Vec<(usize, usize)>) {
-    if !done.insert(pid) {
-        return;
-    }
-    order.extend((0..rows.len()).filter(|&i| rows[i].pid == pid).map(|i| (i, depth)));
-    let kids: Vec<u32> = rows.iter().filter(|r| r.ppid == pid && r.pid != pid).map(|r| r.pid).collect();
-    for k in kids {
-        walk(rows, k, depth + 1, done, order);
-    }
 }

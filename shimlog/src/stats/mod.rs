@@ -1,4 +1,4 @@
-//! `shimlog stats LOG... [--json] [--burst N] [--one-thread]`: what a captured workload did.
+//! `shimlog stats LOG... [--json] [--each] [--burst N] [--one-thread]`: what a captured workload did.
 //!
 //! The analysis (analysis/: one streaming pass over each log, memory proportional to the
 //! blocks live at once, not to the events) gives the sections: totals, request sizes,
@@ -6,11 +6,14 @@
 //! memory over time and latency inside the allocator. Several logs give one section per
 //! process, then their total. This verb prints them: `--json` as one document, the
 //! total's section at the top level (a single log's own section when there is one log),
-//! with `logs` holding each process's section when there are several; otherwise as the
-//! human report (text.rs, with watch.rs, sites.rs and units.rs).
+//! with `logs` holding each process's section and `tree` the process tree (tree.rs) when
+//! there are several; otherwise as the human report (text.rs: the tree first, the total,
+//! then the largest processes' sections, or all with --each; with watch.rs, sites.rs and
+//! units.rs).
 mod classes;
 mod sites;
 mod text;
+pub(crate) mod tree;
 pub(crate) mod units;
 mod watch;
 
@@ -39,6 +42,10 @@ pub struct Args {
     /// symbols, by file name; by default the paths the log names.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<std::path::PathBuf>,
+    /// With several logs, every process's section (by default the process tree, the total,
+    /// and the sections of the few processes with the most events).
+    #[arg(long)]
+    pub each: bool,
     /// How many call sites each list shows.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub top: u64,
@@ -54,6 +61,9 @@ pub struct Args {
 struct Document<'a> {
     #[serde(flatten)]
     total: &'a Section,
+    /// The processes as a tree (roots first, children beneath): tree.rs; absent for one log.
+    #[serde(skip_serializing_if = "<[tree::TreeRow]>::is_empty")]
+    tree: &'a [tree::TreeRow],
     #[serde(skip_serializing_if = "<[Section]>::is_empty")]
     logs: &'a [Section],
     /// `--classes`: one per configuration, in the order given.
@@ -76,6 +86,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top };
     let Analysed { sections, total, .. } = analysis::analyse(&a.logs, a.burst, !a.one_thread, &so)?;
     let configs = whatif::tabulate(&specs, &total.size_mix, total.peak_live_bytes);
+    let tree = if sections.is_empty() { Vec::new() } else { tree::rows(&sections) };
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {
@@ -83,6 +94,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             &mut w,
             &Document {
                 total: &total,
+                tree: &tree,
                 logs: &sections,
                 classes: &configs,
             },
@@ -90,7 +102,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         doc.map_err(|e| e.to_string())
             .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
-        text::write(&mut w, &sections, &total)
+        text::write(&mut w, &sections, &total, &tree, a.each)
             .and_then(|_| classes::write(&mut w, &configs))
             .map_err(|e| e.to_string())
     };

@@ -1,6 +1,7 @@
 //! The human report: for each section a heading and a few aligned tables with units.
 //! Everything here is rendered from [`Section`], the same data `--json` prints.
 use crate::analysis::Section;
+use super::tree::TreeRow;
 use super::units::{at, bytes, count, ns, pct, rate};
 use std::io::{self, Write};
 
@@ -52,15 +53,36 @@ impl Table {
     }
 }
 
-pub fn write(w: &mut dyn Write, sections: &[Section], total: &Section) -> io::Result<()> {
+/// Per-process sections shown without `--each`: the largest by events.
+pub const LARGEST: usize = 5;
+
+/// One log: its section. Several: the process tree, the total, then each process's section
+/// in the tree's order (`each`: all of them; otherwise the [`LARGEST`] by events, and a line
+/// saying how many were left out and how to see them).
+pub fn write(w: &mut dyn Write, sections: &[Section], total: &Section, tree: &[TreeRow], each: bool) -> io::Result<()> {
     if sections.is_empty() {
         return section(w, total);
     }
-    for s in sections {
-        section(w, s)?;
-        writeln!(w)?;
+    super::tree::write(w, tree)?;
+    let mut shown: Vec<usize> = tree.iter().map(|r| r.log_index).collect();
+    if !each && shown.len() > LARGEST {
+        let mut by_size = shown.clone();
+        by_size.sort_by_key(|&i| std::cmp::Reverse(sections[i].totals.events));
+        let keep: std::collections::BTreeSet<usize> = by_size[..LARGEST].iter().copied().collect();
+        shown.retain(|i| keep.contains(i));
+        writeln!(
+            w,
+            "   below: the total, then the {LARGEST} processes with the most events; {} left out (`shimlog stats --each` shows every one)",
+            sections.len() - LARGEST
+        )?;
     }
-    section(w, total)
+    writeln!(w)?;
+    section(w, total)?;
+    for &i in &shown {
+        writeln!(w)?;
+        section(w, &sections[i])?;
+    }
+    Ok(())
 }
 
 fn section(w: &mut dyn Write, s: &Section) -> io::Result<()> {
