@@ -30,6 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backends  # noqa: E402
 import columns  # noqa: E402
+import compare  # noqa: E402
 import idle  # noqa: E402
 import inflight  # noqa: E402
 import callgrind  # noqa: E402
@@ -61,6 +62,7 @@ SECTION_SCRIPTS = [
     (columns, "columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)"),
     (idle, "the recorder when the program is idle (bench/idle.py)"),
     (inflight, "dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)"),
+    (compare, "shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)"),
 ]
 
 

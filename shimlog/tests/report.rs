@@ -271,3 +271,136 @@ fn bad_input_is_one_line() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot create /nonexistent-dir/r.html"));
     assert!(!Path::new("/nonexistent-dir").exists());
 }
+
+/// `report BASE --vs CANDIDATE`: compare drawn. The page embeds both sides' memory series
+/// and latency CDFs and draws them overlaid; every number it shows from compare's document
+/// is the one `compare --json` prints for the same logs; the verdicts are there.
+#[test]
+fn a_pair_compared_and_overlaid() {
+    let Some(browser) = chromium() else {
+        panic!("no chromium on this machine: the report's tests open the page in Debian's chromium (.ci/run installs it)");
+    };
+    let d = dir("report-vs");
+    // The same program (synth's), the candidate with twice the calls and half as many
+    // blocks live again.
+    let a = paced(&format!("{d}/a.shimlog"), 700, 50, 2_000, 21);
+    let b = paced(&format!("{d}/b.shimlog"), 701, 100, 3_000, 22);
+    let page = format!("{d}/ab.html");
+    assert_eq!(report(&["report", &a, "--vs", &b, "-o", &page]).trim(), page);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The embedded data: both sides' series.
+    let data = &html[html.find("<script id=\"shimlog-data\" type=\"application/json\">").unwrap()..];
+    let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
+    let doc: Value = serde_json::from_str(&data.replace("<\\/", "</")).unwrap();
+    let mem = doc["overlay"]["memory"].as_array().unwrap();
+    assert_eq!(mem.iter().map(|m| m["side"].as_str().unwrap()).collect::<Vec<_>>(), ["base", "candidate"]);
+    for m in mem {
+        let pts = m["points"].as_array().unwrap();
+        assert!(pts.len() > 10 && pts.iter().any(|p| p[1].is_u64()), "{}: RSS points {}", m["side"], pts.len());
+    }
+    for side in ["base", "candidate"] {
+        let cdf = doc["overlay"]["latency_cdf"][side]["all"].as_array().unwrap_or_else(|| panic!("{side}: no CDF"));
+        assert!(cdf.len() > 5, "{side}: {} CDF points", cdf.len());
+        assert_eq!(cdf.last().unwrap()[1].as_f64(), Some(1.0), "{side}: a CDF ends at 1");
+    }
+    let cmp = {
+        let o = shimlog(&["compare", &a, "--vs", &b, "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    assert_eq!(doc["compare"], cmp, "the page's compare document is compare --json's");
+
+    let o = open(browser, &page, &d, &["--dump-dom"]);
+    clean(&o);
+    for s in ["sec-verdict", "sec-overlay", "sec-compare", "sec-sites"] {
+        assert!(o.dom.contains(&format!("<section id=\"{s}\"")), "section {s} missing");
+    }
+    // Every number shown is compare's; the table and the verdicts are all there.
+    let n = compare(&o.dom, &cmp);
+    let metrics = cmp["metrics"].as_array().unwrap();
+    for (i, m) in metrics.iter().enumerate() {
+        if m["not_compared"].is_null() {
+            for f in ["name", "base", "candidate"] {
+                assert!(shown(&o.dom, &format!("metrics.{i}.{f}")), "metric {} ({f}) not on the page", m["name"]);
+            }
+        }
+    }
+    for i in 0..cmp["verdicts"].as_array().unwrap().len() {
+        assert!(shown(&o.dom, &format!("verdicts.{i}.text")), "verdict {i} not on the page");
+    }
+    assert!(n > 40, "only {n} numbers compared");
+    // The overlays: a line of each side in each chart.
+    let drawn_dom = drawn(&o.dom);
+    for chart in ["overlay-rss", "overlay-live", "overlay-cdf-all", "overlay-cdf-malloc"] {
+        let at = drawn_dom.find(&format!("id=\"{chart}\"")).unwrap_or_else(|| panic!("no {chart}"));
+        let fig = &drawn_dom[at..at + drawn_dom[at..].find("</figure>").unwrap()];
+        for (k, side) in [(0, "base"), (1, "candidate")] {
+            assert!(fig.contains(&format!("<path class=\"line s{k}\" d=\"M")), "{chart}: no {side} line");
+            assert!(fig.contains(&format!(">{side}</text>")), "{chart}: no {side} in the legend");
+        }
+    }
+    // The candidate made twice the calls: the rates' verdict says so.
+    let rates = cmp["verdicts"].as_array().unwrap().iter().find(|v| v["group"] == "rates").unwrap();
+    assert_eq!(rates["differs"], true, "{rates}");
+    assert!(drawn_dom.contains(&super_escape(rates["text"].as_str().unwrap())), "the rates' verdict is on the page");
+}
+
+/// Text as the page writes it.
+fn super_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+#[test]
+fn a_pair_that_cannot_be_compared_is_refused() {
+    let d = dir("report-vs-refused");
+    let a = workload(&format!("{d}/a.shimlog"), 710, 0, 2, 2_000, 1);
+    let page = format!("{d}/ab.html");
+    let o = shimlog(&["report", &a, "--vs", &a, "--replay", "-o", &page]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stderr).trim().lines().count(), 1);
+    assert!(!Path::new(&page).exists(), "no page left behind");
+}
+
+/// A paced service over 2 s: `live` blocks of 64 B to 4 KiB kept live, `per_ms` of them
+/// replaced every millisecond (a free and a malloc, each with a backend time), RSS every
+/// 10 ms (8 MiB and 1.25 bytes a live byte).
+fn paced(path: &str, pid: u32, per_ms: u64, live: u64, seed: u64) -> String {
+    use recorder::buffer::Args;
+    use recorder::Op;
+    let mut l = synth::Log::create(path, &synth::header(pid, 0));
+    let tid = pid * 10;
+    l.thread(tid, 1);
+    let mut x = seed | 1;
+    let mut next = |n: u64| {
+        synth::xorshift(&mut x);
+        x % n
+    };
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    let mut live_bytes = 0u64;
+    let mut ptr = 0x10_0000u64;
+    let mut ts = 10u64;
+    for _ in 0..live {
+        let size = 64 + next(4032);
+        ptr += 0x1000;
+        l.call(tid, ts, Op::Malloc, Args { size, ptr, ..Default::default() }, Some(40 + next(200)));
+        blocks.push((ptr, size));
+        live_bytes += size;
+        ts += 100;
+    }
+    for ms in 1..=2000u64 {
+        let t0 = ms * 1_000_000;
+        for k in 0..per_ms {
+            let ts = t0 + k * 1_000;
+            let j = next(blocks.len() as u64) as usize;
+            let (p, size) = blocks[j];
+            l.call(tid, ts, Op::Free, Args { ptr: p, ..Default::default() }, Some(20 + next(100)));
+            ptr += 0x1000;
+            l.call(tid, ts + 500, Op::Malloc, Args { size, ptr, ..Default::default() }, Some(40 + next(200) + if next(500) == 0 { 20_000 } else { 0 }));
+            blocks[j] = (ptr, size);
+        }
+        if ms % 10 == 0 {
+            l.process(t0 + 999_000, Op::Rss, (8 << 20) + live_bytes * 5 / 4 + next(1 << 16));
+        }
+    }
+    l.finish(true)
+}

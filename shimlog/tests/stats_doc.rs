@@ -158,7 +158,10 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
 
     let mut seen = BTreeSet::new();
     let child = child_log(&format!("{d}/child.shimlog"), &one);
-    for args in [vec![one.as_str()], vec![one.as_str(), cut.as_str(), child.as_str()]] {
+    let classes = ["--classes", "jemalloc", "--classes", "every 64 B from 64 B to 256 B"];
+    let mut with_classes = vec![one.as_str()];
+    with_classes.extend(classes);
+    for args in [vec![one.as_str()], vec![one.as_str(), cut.as_str(), child.as_str()], with_classes] {
         paths(&stats_json(&args), "", &mut seen);
     }
     let doc = documented();

@@ -30,6 +30,7 @@ mod threads;
 mod totals;
 mod tracker;
 mod watch;
+pub(crate) mod whatif;
 
 pub(crate) use blocks::{Block, BlockTable};
 pub(crate) use classes::SizeTable;

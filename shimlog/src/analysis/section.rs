@@ -60,6 +60,9 @@ pub struct Section {
     /// The same stacks folded for flame graphs (the report draws them; not in --json).
     #[serde(skip)]
     pub folded: Option<Folded>,
+    /// Blocks made and live at the peak per distinct request size (`stats --classes`; not in --json).
+    #[serde(skip)]
+    pub size_mix: Vec<super::whatif::SizeCount>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -208,6 +211,7 @@ pub(super) fn of_process(
         watch: a.watch.report(h.window),
         sites,
         folded,
+        size_mix: super::whatif::mix(t, &a.sizes, &a.sizes),
     }
 }
 
@@ -292,5 +296,6 @@ pub(super) fn of_total(
         watch: None,
         sites: None,
         folded: None,
+        size_mix: super::whatif::mix(t, &m.sizes, &tr.sizes),
     }
 }

@@ -157,7 +157,7 @@ pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, 
                     Some(r) => r.abs() >= floor,
                     None => c != 0.0,
                 };
-            let judged = d.judged(units(base, d.role).min(units(cand, d.role)));
+            let judged = d.judged(units(base, d.role).min(units(cand, d.role)), shortest(base, d.role).min(shortest(cand, d.role)));
             Row {
                 name: d.name.clone(),
                 group: d.group,
@@ -184,6 +184,15 @@ fn units(s: &Side, role: Role) -> usize {
         Role::Calls => s.call_logs().len(),
         Role::Run => s.run_logs().len(),
     }
+}
+
+/// The length of the shortest of the logs a side computes `role`'s metrics from.
+fn shortest(s: &Side, role: Role) -> u64 {
+    let logs = match role {
+        Role::Calls => s.call_logs(),
+        Role::Run => s.run_logs(),
+    };
+    logs.iter().map(|&i| s.logs[i].slices.iter().map(|x| x.dur_ns).sum::<u64>()).min().unwrap_or(0)
 }
 
 /// The (alpha/2, 1 - alpha/2) percentiles of `v` (None when empty).

@@ -8,13 +8,14 @@
 mod boot;
 mod gate;
 mod metrics;
-mod side;
+pub(crate) mod side;
 mod text;
 
 use crate::analysis::SiteOptions;
 use metrics::{Group, Role};
 use serde::Serialize;
-use side::{Kind, Side, SiteNums};
+use side::{Kind, SiteNums};
+pub(crate) use side::Side;
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -125,39 +126,72 @@ fn refuse(msg: &str) -> Result<i32, String> {
     Ok(2)
 }
 
+/// What `compare` made of its arguments: a refusal (one line), or the document with the
+/// two sides it was computed from (`report --vs` draws them).
+pub enum Evaluated {
+    Refused(String),
+    Done { doc: Document, base: Side, cand: Side },
+}
+
 pub fn run(a: Args) -> Result<i32, String> {
+    let doc = match evaluate(&a)? {
+        Evaluated::Refused(m) => return refuse(&m),
+        Evaluated::Done { doc, .. } => doc,
+    };
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    let r = if a.json {
+        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| e.to_string()).and_then(|_| writeln!(w).map_err(|e| e.to_string()))
+    } else {
+        text::write(&mut w, &doc).map_err(|e| e.to_string())
+    };
+    match r.and_then(|_| w.flush().map_err(|e| e.to_string())) {
+        Ok(()) => {}
+        Err(e) if e.contains("Broken pipe") => {}
+        Err(e) => return Err(format!("compare: writing the report: {e}")),
+    }
+    let failed: Vec<&gate::Outcome> = doc.fail_if.iter().filter(|o| o.failed).collect();
+    for o in &failed {
+        eprintln!("shimlog compare: failed: {} ({})", o.term, o.observed);
+    }
+    Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// Reads both sides and compares them (no output).
+pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
+    let refused = |m: String| Ok(Evaluated::Refused(m));
     let terms = match gate::parse(&a.fail_if) {
         Ok(t) => t,
-        Err(e) => return refuse(&e),
+        Err(e) => return refused(e),
     };
     if !(50.0..100.0).contains(&a.confidence) {
-        return refuse("--confidence: a percentage from 50 to 99.9");
+        return refused("--confidence: a percentage from 50 to 99.9".into());
     }
     let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ };
     let base = side::read(&a.base, !a.one_thread, &so)?;
     let cand = side::read(&a.vs, !a.one_thread, &so)?;
     if !a.force && base.exes() != cand.exes() {
-        return refuse(&format!(
+        return refused(format!(
             "different programs: the base runs {}, the candidate {} (--force compares them anyway)",
             base.exes().join(", "),
             cand.exes().join(", ")
         ));
     }
     let defs = metrics::defs(&base, &cand);
-    let refused: Vec<Option<String>> = defs.iter().map(|d| refusal(d.role, &base, &cand)).collect();
+    let refusals: Vec<Option<String>> = defs.iter().map(|d| refusal(d.role, &base, &cand)).collect();
     let p = boot::Params {
         resamples: a.resamples as usize,
         seed: a.seed,
         confidence: a.confidence / 100.0,
         min_change: a.min_change.map(|m| m / 100.0),
     };
-    let rows = boot::rows(&defs, &refused, &base, &cand, &p);
+    let rows = boot::rows(&defs, &refusals, &base, &cand, &p);
     if rows.iter().all(|r| r.not_compared.is_some()) {
-        return refuse("nothing to compare: the two sides have no metric in common");
+        return refused("nothing to compare: the two sides have no metric in common".into());
     }
     let outcomes = match gate::judge(&terms, &rows) {
         Ok(o) => o,
-        Err(e) => return refuse(&e),
+        Err(e) => return refused(e),
     };
     let mut verdicts: Vec<Verdict> = Group::ALL.iter().map(|&g| text::verdict(g, &rows)).collect();
     if !rows.iter().any(|r| r.group == Group::AllocatorStats) {
@@ -178,23 +212,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         sites: sites_diff(&base, &cand, a.top),
         fail_if: outcomes,
     };
-    let out = std::io::stdout();
-    let mut w = std::io::BufWriter::new(out.lock());
-    let r = if a.json {
-        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| e.to_string()).and_then(|_| writeln!(w).map_err(|e| e.to_string()))
-    } else {
-        text::write(&mut w, &doc).map_err(|e| e.to_string())
-    };
-    match r.and_then(|_| w.flush().map_err(|e| e.to_string())) {
-        Ok(()) => {}
-        Err(e) if e.contains("Broken pipe") => {}
-        Err(e) => return Err(format!("compare: writing the report: {e}")),
-    }
-    let failed: Vec<&gate::Outcome> = doc.fail_if.iter().filter(|o| o.failed).collect();
-    for o in &failed {
-        eprintln!("shimlog compare: failed: {} ({})", o.term, o.observed);
-    }
-    Ok(if failed.is_empty() { 0 } else { 1 })
+    Ok(Evaluated::Done { doc, base, cand })
 }
 
 /// Why a metric computed from `role`'s logs cannot be compared between these sides.

@@ -34,6 +34,22 @@ pub struct Log {
     pub rss_end: Option<u64>,
     /// Size-class waste of the log's own backend at the heap's peak (slop / live bytes).
     pub slop_share: Option<f64>,
+    /// Memory over time for `report --vs`: (ns since the log's start, RSS or None, live
+    /// bytes), at most [`MEMORY_POINTS`], evenly thinned.
+    pub memory: Vec<(u64, Option<u64>, u64)>,
+}
+
+/// Memory samples a log keeps for the report's overlay (a chart's width).
+pub const MEMORY_POINTS: usize = 1000;
+
+fn thin<T: Copy>(v: &[T], n: usize) -> Vec<T> {
+    if v.len() <= n {
+        return v.to_vec();
+    }
+    let step = v.len() as f64 / n as f64;
+    let mut out: Vec<T> = (0..n - 1).map(|i| v[(i as f64 * step) as usize]).collect();
+    out.push(v[v.len() - 1]);
+    out
 }
 
 /// A call site's numbers, averaged over the side's logs that have stacks.
@@ -135,7 +151,10 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, Strin
                 e.timed_ns += v.timed_ns;
             }
         }
-        logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share });
+        let samples: Vec<(u64, Option<u64>, u64)> =
+            s.memory.samples.iter().map(|m| (m.ts_ns, m.rss_bytes, m.max_live_bytes.max(m.live_bytes))).collect();
+        let memory = thin(&samples, MEMORY_POINTS);
+        logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share, memory });
     }
     if let Some(m) = sites.as_mut() {
         for v in m.values_mut() {

@@ -7,9 +7,13 @@
 //! elsewhere: a Content-Security-Policy in the page forbids it, so a page that tried would
 //! fail loudly in the browser's console. The page weighs what the results weigh (well under
 //! 2 MB whatever the log's size), not what the log does.
+//!
+//! With `--vs CANDIDATE...` the page is `compare`'s instead (vs.rs): the two sides overlaid
+//! (memory over time, latency CDFs), compare's table and its verdicts.
 mod data;
 mod page;
 mod replay;
+mod vs;
 
 use std::io::Write;
 
@@ -27,12 +31,58 @@ pub struct Args {
     /// A free burst is a run of at least this many frees on one thread (as `stats --burst`).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
+    /// Compare the logs above (the base) with these (the candidate), as `shimlog compare`
+    /// does, and draw the pair overlaid: memory over time, latency CDFs, the table, verdicts.
+    #[arg(long = "vs", num_args = 1.., value_name = "CANDIDATE")]
+    pub vs: Vec<String>,
+    /// With --vs: compare logs of different programs.
+    #[arg(long, requires = "vs")]
+    pub force: bool,
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
     // Refuse an unwritable destination before the (long) analysis, not after it.
     let mut f = std::fs::File::create(&a.output)
         .map_err(|e| format!("report: cannot create {}: {e}", a.output))?;
+    if !a.vs.is_empty() {
+        if a.replay {
+            let _ = std::fs::remove_file(&a.output);
+            eprintln!("shimlog report: --replay and --vs: one at a time (a comparison page, or one capture's page with its replay)");
+            return Ok(2);
+        }
+        let ca = crate::compare::Args {
+            base: a.logs.clone(),
+            vs: a.vs.clone(),
+            json: false,
+            fail_if: Vec::new(),
+            force: a.force,
+            confidence: 95.0,
+            resamples: 1000,
+            seed: 1,
+            min_change: None,
+            top: 10,
+            binaries: None,
+            one_thread: false,
+        };
+        let (doc, base, cand) = match crate::compare::evaluate(&ca) {
+            Ok(crate::compare::Evaluated::Done { doc, base, cand }) => (doc, base, cand),
+            Ok(crate::compare::Evaluated::Refused(m)) => {
+                let _ = std::fs::remove_file(&a.output);
+                eprintln!("shimlog report: {m}");
+                return Ok(2);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&a.output);
+                return Err(e);
+            }
+        };
+        let html = page::render(&vs::build(&doc, &base, &cand)?)?;
+        f.write_all(html.as_bytes())
+            .and_then(|_| f.flush())
+            .map_err(|e| format!("report: writing {}: {e}", a.output))?;
+        println!("{}", a.output);
+        return Ok(0);
+    }
     let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10 })?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?

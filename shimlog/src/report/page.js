@@ -148,6 +148,9 @@
   // ---- sections ----
   const parts = [];
   function section(id, title, html) { parts.push({ id, title, html }); }
+  // `report BASE --vs CANDIDATE`: compare's page (vs.rs), drawn from compare's document.
+  if (D.compare) { drawCompare(); finish(); return; }
+
   const procs = S.logs ? S.logs.map((l, i) => ({ s: l, base: `logs.${i}` })) : [{ s: S, base: "" }];
   const p = (base, path) => (base ? base + "." : "") + path;
 
@@ -353,11 +356,120 @@
     section("sec-replay", "Replay: the backends side by side", h);
   }
 
-  main.innerHTML = parts.map(x => `<section id="${x.id}"><h2>${esc(x.title)}</h2>${x.html}</section>`).join("");
-  document.getElementById("toc").innerHTML = parts.map(x => `<a href="#${x.id}">${esc(x.title)}</a>`).join("");
-  sortable(main);
-  const res = (performance.getEntriesByType ? performance.getEntriesByType("resource") : []).length;
-  document.body.dataset.resources = res;
-  document.getElementById("footer").textContent = `Written by shimlog report ${D.shimlog_version} from ${D.logs.join(", ")}. Everything on this page is in this file (${res} resources loaded from elsewhere).`;
-  document.body.dataset.rendered = "ok";
+  finish();
+
+  function drawCompare() {
+    const C = D.compare, O = D.overlay;
+    const num = v => v === null || v === undefined;
+    const fmtOf = u => ({
+      ns: ns, bytes: bytes, count: count, ratio: v => num(v) ? "–" : Number(v).toFixed(3),
+      per_second: v => num(v) ? "–" : count(v) + " /s", per_hour: v => num(v) ? "–" : Number(v).toFixed(1) + " /h",
+    })[u] || count;
+    const spct = x => num(x) ? "–" : (x >= 0 ? "+" : "") + (100 * x).toFixed(1) + " %";
+    const signed = f => v => num(v) ? "–" : (v < 0 ? "-" : "+") + f(Math.abs(v));
+    // A value of compare's document at `path`, bound as the stats page binds its numbers.
+    const cv = (path, fmt) => {
+      const v = get(C, path);
+      if (num(v)) return `<span class="none">–</span>`;
+      return `<span data-field="${esc(path)}" data-raw="${esc(raw(v))}">${esc((fmt || text)(v))}</span>`;
+    };
+    const short = l => String(l || "").split("/").pop();
+    const TITLES = { latency: "time inside the allocator, per call", rates: "calls and stalls", memory: "memory", allocator_stats: "the allocator's own statistics (watch logs)" };
+
+    // The verdict: the two sides, the method, one line per group.
+    {
+      let h = "";
+      for (const k of ["base", "candidate"]) {
+        const s = C[k];
+        h += `<h3>${k}</h3>` + table([{ h: "" }, { h: "" }], [
+          [c("logs"), c(s.logs.join(", "))], [c("programs"), c(s.programs.join(", "))], [c("backends"), c(s.backends.join(", "))],
+          [c("kinds of log"), c(s.kinds.join(", "))], [c("time slices"), c(s.slices, count, `${k}.slices`)]]);
+      }
+      const m = C.method;
+      h += `<p class="note">intervals: ${esc(m.confidence * 100)} %, bootstrap over ${esc(m.resampling)} (${esc(m.resamples)} resamples, seed ${esc(m.seed)}); a change counts when its interval excludes 0 and it is at least its group's floor (docs/compare.md)</p>`;
+      h += `<ul class="verdicts">` + C.verdicts.map((v, i) => `<li id="verdict-${esc(v.group)}" class="${v.differs ? "differs" : "same"}">${cv(`verdicts.${i}.text`)}</li>`).join("") + `</ul>`;
+      section("sec-verdict", "Verdict", h);
+    }
+
+    // The pair overlaid.
+    {
+      let h = "";
+      const per = { base: O.memory.filter(m => m.side === "base").length, candidate: O.memory.filter(m => m.side === "candidate").length };
+      const idx = { base: 0, candidate: 0 };
+      const named = O.memory.map(m => ({ m, name: per[m.side] > 1 ? `${m.side} ${++idx[m.side]}` : m.side, color: m.side === "base" ? 0 : 1 }));
+      const rss = named.filter(x => x.m.points.some(p => p[1] !== null)).map(x => ({ name: x.name, color: x.color, pts: x.m.points.map(p => [p[0] / 1e9, p[1]]) }));
+      const live = named.filter(x => x.m.kind !== "watch").map(x => ({ name: x.name, color: x.color, pts: x.m.points.map(p => [p[0] / 1e9, p[2]]) }));
+      h += `<div id="overlay-rss">` + lineChart(rss, { title: "RSS over time, each log from its own start (s)", yfmt: bytes, xfmt: v => sig3(v) + " s", w: 900 }) + `</div>`;
+      h += `<div id="overlay-live">` + lineChart(live, { title: "live bytes over time, each log from its own start (s)", yfmt: bytes, xfmt: v => sig3(v) + " s", w: 900 }) + `</div>`;
+      const L = O.latency_cdf, ops = Object.keys(L.base).filter(o => L.candidate[o]);
+      if (ops.length) {
+        h += `<div class="charts">`;
+        for (const op of ops) {
+          h += `<div id="overlay-cdf-${esc(op)}">` + lineChart([{ name: "base", color: 0, pts: L.base[op] }, { name: "candidate", color: 1, pts: L.candidate[op] }],
+            { title: `time inside the allocator, CDF: ${op === "all" ? "every timed call" : op} (log scale)`, logX: true, xfmt: ns, yfmt: pct, yMin: 0, yMax: 1, step: true, w: 560 }) + `</div>`;
+        }
+        h += `</div>`;
+      } else {
+        h += `<p class="note" id="no-cdf">no latency CDF: the two sides have no timed calls in common (watch or sampled-only logs, or SHIM_TIMING=none)</p>`;
+      }
+      section("sec-overlay", "The pair overlaid", h);
+    }
+
+    // Side by side: compare's table, a group at a time, with its verdict.
+    {
+      let h = "";
+      const conf = C.method.confidence * 100;
+      C.verdicts.forEach((v, k) => {
+        const rows = C.metrics.map((m, i) => ({ m, i })).filter(x => x.m.group === v.group);
+        const shown = rows.filter(x => !x.m.not_compared);
+        const floor = rows.length ? ` (floor ${(rows[0].m.floor * 100).toFixed(0)} %)` : "";
+        h += `<h3>${esc(TITLES[v.group] || v.group)}${esc(floor)}</h3>`;
+        if (shown.length) {
+          h += table([{ h: "" }, { h: "metric" }, { h: "base", num: 1 }, { h: "candidate", num: 1 }, { h: "change", num: 1 }, { h: `${conf} % interval, low`, num: 1 }, { h: "high", num: 1 }, { h: "what" }],
+            shown.map(({ m, i }) => {
+              const f = fmtOf(m.unit), b = `metrics.${i}`;
+              const rel = !num(m.relative);
+              const iv = rel ? m.relative_interval : m.interval, ip = rel ? `${b}.relative_interval` : `${b}.interval`;
+              const ifmt = rel ? spct : signed(f);
+              return [c(m.differs ? "*" : m.judged ? "" : "~"), c(m.name, text, `${b}.name`), c(m.base, f, `${b}.base`), c(m.candidate, f, `${b}.candidate`),
+                rel ? c(m.relative, spct, `${b}.relative`) : c(m.change, signed(f), `${b}.change`),
+                iv ? c(iv[0], ifmt, `${ip}.0`) : c("none: one value a side"), iv ? c(iv[1], ifmt, `${ip}.1`) : c(""), c(m.what)];
+            }), "compare-table");
+        }
+        const left = rows.filter(x => x.m.not_compared);
+        if (left.length) h += `<p class="note">not compared: ${left.map(x => esc(x.m.name)).join(", ")} (${esc(left[0].m.not_compared)})</p>`;
+        if (shown.some(x => !x.m.judged)) h += `<p class="note">~ not judged from fewer than 5 logs a side (run-to-run noise: docs/compare.md)</p>`;
+        h += `<p>verdict: ${cv(`verdicts.${k}.text`)}</p>`;
+      });
+      section("sec-compare", "Side by side", h);
+    }
+
+    // The call sites that moved most.
+    {
+      let h = "";
+      const S2 = C.sites;
+      if (S2) {
+        if (S2.estimated) h += `<p class="note">estimated from samples (a log in sample mode)</p>`;
+        for (const [k, title, f] of [["alloc_bytes", "bytes allocated", bytes], ["live_at_peak_bytes", "bytes live at the peak", bytes], ["timed_ns", "time inside the allocator (timed calls)", ns]]) {
+          h += `<h3>by ${esc(title)} (mean per log)</h3>`;
+          h += S2[k].length ? table([{ h: "site" }, { h: "base", num: 1 }, { h: "candidate", num: 1 }, { h: "change", num: 1 }],
+            S2[k].map((r, j) => [c(r.site, text, `sites.${k}.${j}.site`), c(r.base, f, `sites.${k}.${j}.base`), c(r.candidate, f, `sites.${k}.${j}.candidate`), c(r.change, signed(f), `sites.${k}.${j}.change`)]))
+            : `<p class="note">no change</p>`;
+        }
+      } else {
+        h = `<p class="note" id="no-stacks">no call stacks on both sides: the call sites that moved need logs recorded with stacks (SHIM_STACKS=sample or all)</p>`;
+      }
+      section("sec-sites", "Call sites that moved", h);
+    }
+  }
+
+  function finish() {
+    main.innerHTML = parts.map(x => `<section id="${x.id}"><h2>${esc(x.title)}</h2>${x.html}</section>`).join("");
+    document.getElementById("toc").innerHTML = parts.map(x => `<a href="#${x.id}">${esc(x.title)}</a>`).join("");
+    sortable(main);
+    const res = (performance.getEntriesByType ? performance.getEntriesByType("resource") : []).length;
+    document.body.dataset.resources = res;
+    document.getElementById("footer").textContent = `Written by shimlog report ${D.shimlog_version} from ${D.logs.join(", ")}. Everything on this page is in this file (${res} resources loaded from elsewhere).`;
+    document.body.dataset.rendered = "ok";
+  }
 })();

@@ -10,12 +10,14 @@
 //! there are several; otherwise as the human report (text.rs: the tree first, the total,
 //! then the largest processes' sections, or all with --each; with watch.rs, sites.rs and
 //! units.rs).
+mod classes;
 mod sites;
 mod text;
 pub(crate) mod tree;
 pub(crate) mod units;
 mod watch;
 
+use crate::analysis::whatif::{self, Config as ClassConfig, Spec as ClassSpec};
 use crate::analysis::{self, Analysed, Section, SiteOptions};
 use serde::Serialize;
 use std::io::Write;
@@ -47,6 +49,11 @@ pub struct Args {
     /// How many call sites each list shows.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub top: u64,
+    /// Size-class what-if (repeatable): a backend's classes (`jemalloc`), a spacing rule
+    /// (`every 256 B from 512 B to 4 KiB`, `4 per doubling from 128 B to 16 KiB`) or a list
+    /// (`16,32,48,64`), optionally `on BACKEND`; the slop of each against the first.
+    #[arg(long, value_name = "SPEC")]
+    pub classes: Vec<String>,
 }
 
 /// The JSON document for several logs.
@@ -54,34 +61,50 @@ pub struct Args {
 struct Document<'a> {
     #[serde(flatten)]
     total: &'a Section,
-    /// The processes as a tree (roots first, children beneath): tree.rs.
+    /// The processes as a tree (roots first, children beneath): tree.rs; absent for one log.
+    #[serde(skip_serializing_if = "<[tree::TreeRow]>::is_empty")]
     tree: &'a [tree::TreeRow],
+    #[serde(skip_serializing_if = "<[Section]>::is_empty")]
     logs: &'a [Section],
+    /// `--classes`: one per configuration, in the order given.
+    #[serde(skip_serializing_if = "<[ClassConfig]>::is_empty")]
+    classes: &'a [ClassConfig],
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
+    let mut specs = Vec::new();
+    for c in &a.classes {
+        match ClassSpec::parse(c) {
+            Ok(s) => specs.push(s),
+            Err(e) => {
+                eprintln!("shimlog stats: {e}");
+                return Ok(2);
+            }
+        }
+    }
+    whatif::resolve(&mut specs);
     let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top };
     let Analysed { sections, total, .. } = analysis::analyse(&a.logs, a.burst, !a.one_thread, &so)?;
+    let configs = whatif::tabulate(&specs, &total.size_mix, total.peak_live_bytes);
     let tree = if sections.is_empty() { Vec::new() } else { tree::rows(&sections) };
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {
-        let doc = if sections.is_empty() {
-            serde_json::to_writer_pretty(&mut w, &total)
-        } else {
-            serde_json::to_writer_pretty(
-                &mut w,
-                &Document {
-                    total: &total,
-                    tree: &tree,
-                    logs: &sections,
-                },
-            )
-        };
+        let doc = serde_json::to_writer_pretty(
+            &mut w,
+            &Document {
+                total: &total,
+                tree: &tree,
+                logs: &sections,
+                classes: &configs,
+            },
+        );
         doc.map_err(|e| e.to_string())
             .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
-        text::write(&mut w, &sections, &total, &tree, a.each).map_err(|e| e.to_string())
+        text::write(&mut w, &sections, &total, &tree, a.each)
+            .and_then(|_| classes::write(&mut w, &configs))
+            .map_err(|e| e.to_string())
     };
     match r.and_then(|_| w.flush().map_err(|e| e.to_string())) {
         Ok(()) => Ok(0),

@@ -1,0 +1,95 @@
+//! `report BASE... --vs CANDIDATE...`: `compare` drawn. The page's data is `compare --json`'s
+//! document as it is (so that every number on the page is one `compare` gives: its table,
+//! intervals and verdicts), beside what the document does not carry, for the overlay: each
+//! log's memory over time (RSS and live bytes, from the log's start), and each side's
+//! latency distribution as a CDF, of every timed call and per C function, pooled over the
+//! side's logs from the same time slices the bootstrap draws.
+use crate::analysis::{bucket_value, BUCKETS, OPS};
+use crate::compare::{Document, Side};
+use recorder::Op;
+use serde_json::{json, Map, Value};
+
+/// Most points a CDF line keeps.
+const CDF_POINTS: usize = 600;
+
+pub fn build(doc: &Document, base: &Side, cand: &Side) -> Result<Value, String> {
+    let compare = serde_json::to_value(doc).map_err(|e| e.to_string())?;
+    let mut memory = Vec::new();
+    for (name, side, info) in [("base", base, &doc.base), ("candidate", cand, &doc.candidate)] {
+        for (i, l) in side.logs.iter().enumerate() {
+            memory.push(json!({
+                "side": name,
+                "log": info.logs.get(i),
+                "exe": l.exe,
+                "backend": l.backend,
+                "kind": l.kind,
+                "points": l.memory.iter().map(|&(t, rss, live)| json!([t, rss, live])).collect::<Vec<_>>(),
+            }));
+        }
+    }
+    let title = format!(
+        "shimlog report: {} on {} against {} on {}",
+        doc.base.programs.join(", "),
+        doc.base.backends.join(", "),
+        doc.candidate.programs.join(", "),
+        doc.candidate.backends.join(", ")
+    );
+    let logs: Vec<&String> = doc.base.logs.iter().chain(&doc.candidate.logs).collect();
+    Ok(json!({
+        "title": title,
+        "shimlog_version": env!("CARGO_PKG_VERSION"),
+        "logs": logs,
+        "compare": compare,
+        "overlay": {
+            "memory": memory,
+            "latency_cdf": { "base": cdfs(base), "candidate": cdfs(cand) },
+        },
+    }))
+}
+
+/// The side's timed calls as CDFs: `all`, and each C function it timed: [[ns, share], ...].
+fn cdfs(s: &Side) -> Value {
+    let mut per_op = vec![vec![0u64; BUCKETS]; OPS];
+    for &i in &s.call_logs() {
+        for sl in &s.logs[i].slices {
+            for &(b, c) in &sl.timed {
+                per_op[b as usize / BUCKETS][b as usize % BUCKETS] += c;
+            }
+        }
+    }
+    let mut all = vec![0u64; BUCKETS];
+    for h in &per_op {
+        for (a, &c) in all.iter_mut().zip(h) {
+            *a += c;
+        }
+    }
+    let mut out = Map::new();
+    if let Some(c) = cdf(&all) {
+        out.insert("all".into(), c);
+    }
+    for (o, h) in per_op.iter().enumerate() {
+        if let Some(c) = cdf(h) {
+            out.insert(Op::ALLOC_OPS[o].name().to_string(), c);
+        }
+    }
+    Value::Object(out)
+}
+
+fn cdf(h: &[u64]) -> Option<Value> {
+    let n: u64 = h.iter().sum();
+    if n == 0 {
+        return None;
+    }
+    let mut pts = Vec::new();
+    let mut seen = 0u64;
+    for (i, &c) in h.iter().enumerate().filter(|x| *x.1 > 0) {
+        seen += c;
+        pts.push((bucket_value(i as u32), seen as f64 / n as f64));
+    }
+    if pts.len() > CDF_POINTS {
+        let step = pts.len() as f64 / CDF_POINTS as f64;
+        let last = pts[pts.len() - 1];
+        pts = (0..CDF_POINTS - 1).map(|i| pts[(i as f64 * step) as usize]).chain([last]).collect();
+    }
+    Some(Value::Array(pts.into_iter().map(|(v, q)| json!([v, q])).collect()))
+}
