@@ -133,7 +133,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     if !(50.0..100.0).contains(&a.confidence) {
         return refuse("--confidence: a percentage from 50 to 99.9");
     }
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ };
+    let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ, two_pass: false };
     let base = side::read(&a.base, !a.one_thread, &so)?;
     let cand = side::read(&a.vs, !a.one_thread, &so)?;
     if !a.force && base.exes() != cand.exes() {

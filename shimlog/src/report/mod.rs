@@ -33,7 +33,7 @@ pub fn run(a: Args) -> Result<i32, String> {
     // Refuse an unwritable destination before the (long) analysis, not after it.
     let mut f = std::fs::File::create(&a.output)
         .map_err(|e| format!("report: cannot create {}: {e}", a.output))?;
-    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10 })?;
+    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10, two_pass: false })?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?
     } else {

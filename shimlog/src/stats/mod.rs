@@ -40,6 +40,10 @@ pub struct Args {
     /// How many call sites each list shows.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub top: u64,
+    /// The call sites from a second pass over each log (as before they were taken in the
+    /// analysis' one pass), for the tests that compare the two.
+    #[arg(long, hide = true)]
+    pub two_pass_sites: bool,
 }
 
 /// The JSON document for several logs.
@@ -51,7 +55,7 @@ struct Document<'a> {
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top };
+    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top, two_pass: a.two_pass_sites };
     let Analysed { sections, total, .. } = analysis::analyse(&a.logs, a.burst, !a.one_thread, &so)?;
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
