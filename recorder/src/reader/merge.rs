@@ -268,6 +268,17 @@ impl<'a> Events<'a> {
         n
     }
 
+    /// Lets go of the buffers (decompressed frames, batches, the decompressor) of a reading
+    /// that has handed out its last event; what it found (issues, counts) stays.
+    pub fn release(&mut self) {
+        self.cursors = Vec::new();
+        self.chunk = Vec::new();
+        self.src.comp = Vec::new();
+        self.src.dctx = None;
+        self.src.cols = None;
+        self.src.inline = None;
+    }
+
     /// Copies the decoder's counters to the public fields.
     pub(super) fn sync(&mut self) {
         if self.src.issues.len() > self.issues.len() {

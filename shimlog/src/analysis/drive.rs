@@ -324,6 +324,11 @@ struct Merged<'r> {
     cur: Option<usize>,
     /// The smallest entry of the other logs while `cur` runs.
     bound: (u64, usize),
+    /// Logs whose reading has started: one not started yet is in `order` by the earliest
+    /// time its frames can hold, and opened (its first frames decoded, its buffers made)
+    /// only when that comes up, so that a week of window logs, one after the other, holds
+    /// one window's buffers at a time, not all of them; a log at its end lets its go.
+    started: Vec<bool>,
 }
 
 /// No entry: after every real one (a log number is never usize::MAX).
@@ -343,14 +348,35 @@ impl<'r> Merged<'r> {
             offsets,
             cur: None,
             bound: NONE,
+            started: vec![false; rs.len()],
         };
-        for (i, off) in offsets.iter().enumerate() {
-            m.len[i] = m.evs[i].fill(&mut m.bufs[i]);
-            if m.len[i] > 0 {
-                m.order.push(Reverse((m.bufs[i][0].ts_ns + off, i)));
-            }
+        for (i, (r, off)) in rs.iter().zip(offsets).enumerate() {
+            let Some(first) = r.frames.iter().map(|f| f.h.first_ticks).min() else { continue };
+            let earliest = recorder::format::NsScale::of(&r.header).ns(first).min(u64::MAX - off);
+            m.order.push(Reverse((earliest + off, i)));
         }
         m
+    }
+
+    /// Starts the log at the top of `order` while it is one not started yet.
+    fn start(&mut self) {
+        while let Some(&Reverse((_, i))) = self.order.peek() {
+            if self.started[i] {
+                return;
+            }
+            self.started[i] = true;
+            self.bufs[i] = vec![Event::default(); MERGE_CHUNK];
+            self.len[i] = self.evs[i].fill(&mut self.bufs[i]);
+            let mut top = self.order.peek_mut().expect("the log's entry");
+            if self.len[i] > 0 {
+                // Its first event is no earlier than its frames' earliest time.
+                *top = Reverse((self.bufs[i][0].ts_ns + self.offsets[i], i));
+            } else {
+                std::collections::binary_heap::PeekMut::pop(top);
+                self.evs[i].release();
+                self.bufs[i] = Vec::new();
+            }
+        }
     }
 
     #[inline]
@@ -375,8 +401,11 @@ impl<'r> Merged<'r> {
                 *top = Reverse(k);
             } else {
                 std::collections::binary_heap::PeekMut::pop(top);
+                self.evs[i].release();
+                self.bufs[i] = Vec::new();
             }
         }
+        self.start();
         let &Reverse((_, i)) = self.order.peek()?;
         // The second in the heap (a child of the top): where this log's run ends.
         let h = self.order.as_slice();
