@@ -42,6 +42,7 @@ import sampled  # noqa: E402
 import threads  # noqa: E402
 import runner  # noqa: E402
 import stats_speed  # noqa: E402
+import scale  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
                        clean_env, launch, program_calls, shown, workloads)
 
@@ -242,6 +243,8 @@ def full():
     threads.write(threads.measure(smoke=False))
     say("columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)")
     columns.write(columns.measure(smoke=False))
+    say("analysis at scale: one pass, the decoding pool, window logs, export (bench/scale.py)")
+    scale.measure()
     say("the recorder when the program is idle (bench/idle.py)")
     idle.write(idle.measure(smoke=False))
     say("dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)")

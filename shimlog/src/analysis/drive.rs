@@ -85,9 +85,10 @@ fn sorted(issues: &[recorder::reader::ReadIssue]) -> Vec<recorder::reader::ReadI
     v
 }
 
-/// One log on its own. With `two` and a second CPU, the reader (decompression, decoding, the merge
-/// of the thread streams) runs on a thread of its own a few chunks ahead of the analysis;
-/// the work per event is the same, so the rate per CPU second is too.
+/// One log on its own. With `two` and a second CPU, the log's frames are decompressed and
+/// decoded on a pool of threads (recorder::reader::Pool, SHIMLOG_DECODERS of them, by
+/// default one per CPU) while the merge of the thread streams and the analysis run on this
+/// one; the events, their order and what the reading reports are the same as on one thread.
 pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two: bool) -> ReadReport {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if !two || cpus < 2 {

@@ -29,8 +29,10 @@ pub struct Args {
     /// in between.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
-    /// Read and analyse on one thread. By default the logs are read (decompressed, decoded,
-    /// their threads merged) on a second thread, when there is a second CPU.
+    /// Read and analyse on one thread. By default, when there is a second CPU, a log's frames
+    /// are decompressed and decoded on a pool of threads (one per CPU) while the merge and
+    /// the analysis run on this one; several logs read together are read and merged on a
+    /// second thread.
     #[arg(long)]
     pub one_thread: bool,
     /// Where to find the program's binaries (or their debug files) for the call sites'
