@@ -48,6 +48,7 @@ import threads  # noqa: E402
 import runner  # noqa: E402
 import sections  # noqa: E402
 import stats_speed  # noqa: E402
+import scale  # noqa: E402
 from workloads import (BACKENDS, BIN, DEBIAN_PKG, OUT, ROOT, SHIM, SHIMLOG, bare_preload,  # noqa: E402
                        clean_env, launch, program_calls, shown, workloads)
 
@@ -62,6 +63,7 @@ SECTION_SCRIPTS = [
     (columns, "columnar frames: SHIM_PACK=rows against SHIM_PACK=columns (bench/columns.py)"),
     (idle, "the recorder when the program is idle (bench/idle.py)"),
     (inflight, "dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)"),
+    (scale, "analysis at scale: one pass, the decoding pool, window logs, export (bench/scale.py)"),
     (compare, "shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)"),
 ]
 

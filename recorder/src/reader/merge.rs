@@ -67,30 +67,8 @@ impl<'a> Events<'a> {
             .iter()
             .map(|(s, v)| Reverse((r.frames[v[0]].h.first_ticks, *s)))
             .collect();
-        let h = &r.header;
         Events {
-            src: Src {
-                r,
-                comp: Vec::new(),
-                dctx: None,
-                cols: None,
-                ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
-                scale: format::NsScale::of(h),
-                pext: crate::cpu::has_fast_pext(),
-                v3: crate::cpu::has_v3(),
-                order: Order::new(
-                    r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0),
-                    waiting.len(),
-                ),
-                issues: Vec::new(),
-                done: vec![false; r.frames.len()],
-                low: 0,
-                released: 0,
-                populated: 0,
-                bytes_read: 0,
-                clean_end: false,
-                after_cut: 0,
-            },
+            src: Src::new(r, Order::of(r)),
             pending,
             waiting,
             cursors: Vec::new(),
@@ -132,20 +110,7 @@ impl<'a> Events<'a> {
         let slot = match self.free_slots.pop() {
             Some(s) => s,
             None => {
-                self.cursors.push(Cursor {
-                    stream,
-                    tid: 0,
-                    frames: Vec::new().into_iter(),
-                    data: Vec::new(),
-                    state: DecodeState::default(),
-                    cur_offset: 0,
-                    columnar: false,
-                    cols: None,
-                    batch: Box::new([Event::default(); BATCH]),
-                    keys: Box::new([EMPTY; BATCH]),
-                    len: 0,
-                    pos: 0,
-                });
+                self.cursors.push(Cursor::new(stream));
                 let s = self.cursors.len() - 1;
                 // As many leaves as slots, a power of two or not: node n's children are
                 // 2n and 2n + 1 for any width, and 9 streams (8 threads and the
@@ -158,13 +123,10 @@ impl<'a> Events<'a> {
             }
         };
         let c = &mut self.cursors[slot as usize];
-        c.stream = stream;
-        c.tid = 0;
-        c.frames = frames.into_iter();
-        c.data.clear();
-        c.columnar = false;
-        c.state = DecodeState::default();
-        c.cur_offset = 0;
+        if let (Some(d), Some(p)) = (c.pre.take(), self.src.pool) {
+            p.give_back(d);
+        }
+        c.reset(stream, frames);
         if self.src.refill(c, slot) {
             self.leaves[slot as usize] = c.keys[0];
             self.ahead[slot as usize] = c.after();
@@ -304,6 +266,17 @@ impl<'a> Events<'a> {
             }
         }
         n
+    }
+
+    /// Lets go of the buffers (decompressed frames, batches, the decompressor) of a reading
+    /// that has handed out its last event; what it found (issues, counts) stays.
+    pub fn release(&mut self) {
+        self.cursors = Vec::new();
+        self.chunk = Vec::new();
+        self.src.comp = Vec::new();
+        self.src.dctx = None;
+        self.src.cols = None;
+        self.src.inline = None;
     }
 
     /// Copies the decoder's counters to the public fields.

@@ -26,9 +26,11 @@ use std::os::unix::fs::FileExt;
 
 mod mapped;
 mod merge;
+mod pool;
 mod stream;
 use mapped::Mapped;
 pub use merge::{Events, Sink};
+pub use pool::Pool;
 
 /// Something wrong with a log that the reader worked around.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +272,15 @@ impl LogReader {
     /// Every record of every stream, merged in time order.
     pub fn events(&self) -> Events<'_> {
         Events::new(self)
+    }
+
+    /// [`LogReader::events`] with the frames decompressed and decoded ahead by `pool`'s
+    /// threads (made for this reader; see [`Pool`]): the same events in the same order,
+    /// the same issues and counts.
+    pub fn events_pooled<'a>(&'a self, pool: &'a Pool<'a>) -> Events<'a> {
+        let mut e = Events::new(self);
+        e.src.pool = Some(pool);
+        e
     }
 
     /// Decompresses every frame in file order and hands each to `f` with its records

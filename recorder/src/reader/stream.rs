@@ -28,6 +28,41 @@ pub(super) struct Cursor {
     pub(super) keys: Box<[Key; BATCH]>,
     pub(super) len: usize,
     pub(super) pos: usize,
+    /// The frame in hand when a pool decoded it (see pool.rs).
+    pub(super) pre: Option<Box<super::pool::Decoded>>,
+}
+
+impl Cursor {
+    pub(super) fn new(stream: u32) -> Cursor {
+        Cursor {
+            stream,
+            tid: 0,
+            frames: Vec::new().into_iter(),
+            data: Vec::new(),
+            state: DecodeState::default(),
+            cur_offset: 0,
+            columnar: false,
+            cols: None,
+            batch: Box::new([Event::default(); BATCH]),
+            keys: Box::new([EMPTY; BATCH]),
+            len: 0,
+            pos: 0,
+            pre: None,
+        }
+    }
+
+    /// Starts on `stream`, whose frames (in file order) are `frames`.
+    pub(super) fn reset(&mut self, stream: u32, frames: Vec<usize>) {
+        self.stream = stream;
+        self.tid = 0;
+        self.frames = frames.into_iter();
+        self.data.clear();
+        self.columnar = false;
+        self.state = DecodeState::default();
+        self.cur_offset = 0;
+        self.len = 0;
+        self.pos = 0;
+    }
 }
 
 /// Merge order, packed into one integer so that comparing two is one instruction: ticks
@@ -52,6 +87,12 @@ pub(super) struct Order {
 }
 
 impl Order {
+    /// The order of `r`'s records.
+    pub(super) fn of(r: &LogReader) -> Order {
+        let streams: std::collections::HashSet<u32> = r.frames.iter().map(|f| f.h.stream).collect();
+        Order::new(r.frames.iter().map(|f| f.h.first_ticks).min().unwrap_or(0), streams.len())
+    }
+
     pub(super) fn new(base: u64, streams: usize) -> Order {
         let slot_bits = (usize::BITS - streams.max(1).leading_zeros()).max(1);
         Order {
@@ -111,6 +152,40 @@ pub(super) struct Src<'a> {
     pub(super) bytes_read: u64,
     pub(super) clean_end: bool,
     pub(super) after_cut: u64,
+    /// Whether reading a frame releases the mapping behind (not on a pool's workers).
+    pub(super) sweeps: bool,
+    /// The pool decoding frames ahead (None: each frame decoded here when the merge gets to
+    /// it), and the decoder for a frame no worker has started.
+    pub(super) pool: Option<&'a super::pool::Pool<'a>>,
+    pub(super) inline: Option<Box<super::pool::Worker<'a>>>,
+}
+
+impl<'a> Src<'a> {
+    pub(super) fn new(r: &'a LogReader, order: Order) -> Src<'a> {
+        let h = &r.header;
+        Src {
+            r,
+            comp: Vec::new(),
+            dctx: None,
+            cols: None,
+            ticks_are_ns: h.ticks_per_sec == 1e9 && h.ref_ticks == 0,
+            scale: format::NsScale::of(h),
+            pext: crate::cpu::has_fast_pext(),
+            v3: crate::cpu::has_v3(),
+            order,
+            issues: Vec::new(),
+            done: vec![false; r.frames.len()],
+            low: 0,
+            released: 0,
+            populated: 0,
+            bytes_read: 0,
+            clean_end: false,
+            after_cut: 0,
+            sweeps: true,
+            pool: None,
+            inline: None,
+        }
+    }
 }
 
 impl Src<'_> {
@@ -177,6 +252,34 @@ impl Src<'_> {
         c.pos = 0;
         let cut = self.r.cut_ticks.unwrap_or(u64::MAX);
         loop {
+            if let Some(d) = &mut c.pre {
+                if d.pos < d.chunks.len() {
+                    // The worker's batch becomes the cursor's, and the cursor's goes back.
+                    let (b, k) = &mut d.chunks[d.pos];
+                    std::mem::swap(&mut c.batch, b);
+                    std::mem::swap(&mut c.keys, k);
+                    let len = d.lens[d.pos];
+                    for k in &mut c.keys[..len] {
+                        *k |= slot as u64;
+                    }
+                    // The events before the frame's first thread_start: the stream's tid.
+                    let unknown = d.before_start.saturating_sub(d.taken).min(len);
+                    for e in &mut c.batch[..unknown] {
+                        e.tid = c.tid;
+                    }
+                    d.pos += 1;
+                    d.taken += len;
+                    c.len = len;
+                    return true;
+                }
+                let d = c.pre.take().expect("frame in hand");
+                if let Some(t) = d.last_tid {
+                    c.tid = t;
+                }
+                if let Some(p) = self.pool {
+                    p.give_back(d);
+                }
+            }
             let len = if c.columnar {
                 self.fill_columnar::<PEXT>(c, cut)
             } else {
@@ -206,6 +309,17 @@ impl Src<'_> {
             let info = self.r.frames[fi];
             c.cur_offset = info.offset;
             self.bytes_read += info.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64;
+            if let Some(p) = self.pool {
+                let mut d = p.take(fi, &mut self.inline);
+                self.issues.append(&mut d.issues);
+                self.after_cut += d.after_cut;
+                self.clean_end |= d.clean_end;
+                c.data.clear();
+                c.columnar = false;
+                c.pre = Some(d);
+                self.sweep(fi);
+                continue;
+            }
             let r = self.r;
             c.columnar = info.h.columnar;
             let read = if info.h.columnar {
@@ -335,6 +449,9 @@ impl Src<'_> {
         let Some(m) = &self.r.map else {
             return;
         };
+        if !self.sweeps {
+            return;
+        }
         self.done[fi] = true;
         while self.done.get(self.low) == Some(&true) {
             self.low += 1;

@@ -70,35 +70,68 @@ pub fn read_report(r: &LogReader, ev: &recorder::reader::Events<'_>) -> ReadRepo
         columnar_frames: r.frames.iter().filter(|f| f.h.columnar).count() as u64,
         compressed_bytes: r.compressed_bytes(),
         file_bytes: r.file_len,
-        issues: r
-            .issues
-            .iter()
-            .chain(decode_issues)
-            .map(|i| Issue::of(i, None))
-            .collect(),
+        issues: r.issues.iter().chain(sorted(decode_issues).iter()).map(|i| Issue::of(i, None)).collect(),
     }
 }
 
-/// One log on its own. With `two` and a second CPU, the reader (decompression, decoding, the merge
-/// of the thread streams) runs on a thread of its own a few chunks ahead of the analysis;
-/// the work per event is the same, so the rate per CPU second is too.
+/// Decoding's issues by the offset of their frame: the order they were met in depends on
+/// which frames were decoded first, which the threads decide.
+fn sorted(issues: &[recorder::reader::ReadIssue]) -> Vec<recorder::reader::ReadIssue> {
+    use recorder::reader::ReadIssue::*;
+    let mut v = issues.to_vec();
+    v.sort_by_key(|i| match i {
+        Truncated { offset } | CorruptHeader { offset, .. } | CorruptFrame { offset, .. } => *offset,
+    });
+    v
+}
+
+/// One log on its own. With `two` and a second CPU, the log's frames are decompressed and
+/// decoded on a pool of threads (recorder::reader::Pool, SHIMLOG_DECODERS of them, by
+/// default one per CPU) while the merge of the thread streams and the analysis run on this
+/// one; the events, their order and what the reading reports are the same as on one thread.
 pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two: bool) -> ReadReport {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if !two || cpus < 2 {
-        return one_inline(r, a, t, p);
+        return one_inline(r, r.events(), a, t, p);
     }
-    let mut ahead = Ahead::new(One { a: &mut *a, t });
-    let ev = pipelined(
-        r.events(),
-        || vec![Event::default(); PIPE_CHUNK],
-        |ev, chunk| ev.fill(chunk),
-        |ev| ev.bytes_read,
-        |chunk, len| feed_chunk(&mut ahead, &chunk[..len]),
-        p,
-    );
-    ahead.flush();
-    a.finish();
-    read_report(r, &ev)
+    // The frames decompressed and decoded on a pool of threads, the merge and the analysis
+    // on this one.
+    let workers = pool_threads(cpus);
+    let pool = recorder::reader::Pool::new(r, workers);
+    let pool_cpu = std::sync::atomic::AtomicU64::new(0);
+    let read = std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                pool.work();
+                pool_cpu.fetch_add(thread_cpu_ns(), std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        let read = one_inline(r, r.events_pooled(&pool), a, t, p);
+        pool.stop();
+        read
+    });
+    if std::env::var_os("SHIMLOG_STAGES").is_some() {
+        // The per-stage figures: what the decoding threads took, and what the merge and
+        // the analysis took on this one (the part that does not spread over more CPUs).
+        let n = a.totals.events.max(1) as f64;
+        let (dec, main) = (pool_cpu.into_inner() as f64, thread_cpu_ns() as f64);
+        eprintln!("stages: {workers} decoding threads {:.1} ns/event CPU in all; merge and analysis on one thread {:.1} ns/event CPU", dec / n, main / n);
+    }
+    read
+}
+
+/// CPU time of the calling thread so far, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How many threads decode frames for the merge, on `cpus` CPUs (SHIMLOG_DECODERS sets it,
+/// for the benchmarks' per-stage figures).
+fn pool_threads(cpus: usize) -> usize {
+    std::env::var("SHIMLOG_DECODERS").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n >= 1).unwrap_or(cpus)
 }
 
 /// Runs the reading on a second thread, a chunk at a time and up to IN_FLIGHT chunks ahead
@@ -146,8 +179,7 @@ pub(crate) fn pipelined<S: Send, C: Send>(
 
 /// [`one`] on this thread alone: the analysis runs inside the reader's merge loop
 /// ([`recorder::reader::Events::drive`]), event by event.
-fn one_inline(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
-    let mut ev = r.events();
+fn one_inline(r: &LogReader, mut ev: recorder::reader::Events<'_>, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
     let mut n: u64 = 0;
     let mut ahead = Ahead::new(One { a: &mut *a, t });
     loop {
@@ -278,34 +310,6 @@ impl Sink for Ahead<One<'_>> {
     }
 }
 
-/// Hands a chunk from the reader thread to the analysis through `ahead`, in a loop
-/// compiled for x86-64-v3 where the CPU has it (on one thread, [`Events::drive`] does this).
-///
-/// [`Events::drive`]: recorder::reader::Events::drive
-#[inline]
-fn feed_chunk(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
-    #[cfg(target_arch = "x86_64")]
-    if recorder::cpu::has_v3() {
-        // SAFETY: the CPU has every feature feed_chunk_v3 is compiled for.
-        return unsafe { feed_chunk_v3(ahead, c) };
-    }
-    feed_chunk_with(ahead, c)
-}
-
-/// [`feed_chunk`] compiled for x86-64-v3 (see [`recorder::cpu`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,popcnt,fma,movbe")]
-unsafe fn feed_chunk_v3(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
-    feed_chunk_with(ahead, c)
-}
-
-#[inline(always)]
-fn feed_chunk_with(ahead: &mut Ahead<One<'_>>, c: &[Event]) {
-    for e in c {
-        ahead.take(e);
-    }
-}
-
 /// Several logs' events in one time order, on the total's clock (log i's time 0 lies at
 /// `offsets[i]`), with the log each came from. Each log's events are taken a chunk at a
 /// time into a buffer of its own, and handed out from there.
@@ -321,6 +325,11 @@ struct Merged<'r> {
     cur: Option<usize>,
     /// The smallest entry of the other logs while `cur` runs.
     bound: (u64, usize),
+    /// Logs whose reading has started: one not started yet is in `order` by the earliest
+    /// time its frames can hold, and opened (its first frames decoded, its buffers made)
+    /// only when that comes up, so that a week of window logs, one after the other, holds
+    /// one window's buffers at a time, not all of them; a log at its end lets its go.
+    started: Vec<bool>,
 }
 
 /// No entry: after every real one (a log number is never usize::MAX).
@@ -340,14 +349,35 @@ impl<'r> Merged<'r> {
             offsets,
             cur: None,
             bound: NONE,
+            started: vec![false; rs.len()],
         };
-        for (i, off) in offsets.iter().enumerate() {
-            m.len[i] = m.evs[i].fill(&mut m.bufs[i]);
-            if m.len[i] > 0 {
-                m.order.push(Reverse((m.bufs[i][0].ts_ns + off, i)));
-            }
+        for (i, (r, off)) in rs.iter().zip(offsets).enumerate() {
+            let Some(first) = r.frames.iter().map(|f| f.h.first_ticks).min() else { continue };
+            let earliest = recorder::format::NsScale::of(&r.header).ns(first).min(u64::MAX - off);
+            m.order.push(Reverse((earliest + off, i)));
         }
         m
+    }
+
+    /// Starts the log at the top of `order` while it is one not started yet.
+    fn start(&mut self) {
+        while let Some(&Reverse((_, i))) = self.order.peek() {
+            if self.started[i] {
+                return;
+            }
+            self.started[i] = true;
+            self.bufs[i] = vec![Event::default(); MERGE_CHUNK];
+            self.len[i] = self.evs[i].fill(&mut self.bufs[i]);
+            let mut top = self.order.peek_mut().expect("the log's entry");
+            if self.len[i] > 0 {
+                // Its first event is no earlier than its frames' earliest time.
+                *top = Reverse((self.bufs[i][0].ts_ns + self.offsets[i], i));
+            } else {
+                std::collections::binary_heap::PeekMut::pop(top);
+                self.evs[i].release();
+                self.bufs[i] = Vec::new();
+            }
+        }
     }
 
     #[inline]
@@ -372,8 +402,11 @@ impl<'r> Merged<'r> {
                 *top = Reverse(k);
             } else {
                 std::collections::binary_heap::PeekMut::pop(top);
+                self.evs[i].release();
+                self.bufs[i] = Vec::new();
             }
         }
+        self.start();
         let &Reverse((_, i)) = self.order.peek()?;
         // The second in the heap (a child of the top): where this log's run ends.
         let h = self.order.as_slice();

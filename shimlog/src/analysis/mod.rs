@@ -6,8 +6,8 @@
 //! threads, totals, the watch log (watch.rs); several logs read together are followed as
 //! one total (tracker.rs), fork children with the blocks they inherited (inherit.rs). At the
 //! end each process's state, and the total's, become a [`Section`] (section.rs, with the
-//! size-class waste of slop.rs and the call sites of sites/, a second pass over a log with
-//! stacks), the document `stats` prints and `report` draws. `pprof` and `flamegraph` draw
+//! size-class waste of slop.rs and the call sites of sites/, whose collector is one more
+//! consumer of the same pass for a log with stacks), the document `stats` prints and `report` draws. `pprof` and `flamegraph` draw
 //! on the call-site profile alone.
 //!
 //! What the verbs use is re-exported here; the modules themselves are private to the engine.
@@ -81,6 +81,9 @@ pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOpti
             if sliced {
                 a.slices = Some(Box::new(Slices::new(r.header.window == Some(0))));
             }
+            if sites::has_stacks(r) && !so.two_pass {
+                a.stacks = Some(Box::new(sites::Collector::new(&r.header, sites::light(&r.header))));
+            }
             a
         })
         .collect();
@@ -89,7 +92,7 @@ pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOpti
     let total = if readers.len() == 1 {
         let read = drive::one(&readers[0], &mut an[0], &mut table, &progress, two);
         progress.done();
-        section::of_process(&logs[0], &readers[0], &an[0], read, &mut table, so)
+        section::of_process(&logs[0], &readers[0], &mut an[0], read, &mut table, so)
     } else {
         let base = readers
             .iter()
@@ -115,7 +118,7 @@ pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOpti
             sections.push(section::of_process(
                 &logs[i],
                 &readers[i],
-                &an[i],
+                &mut an[i],
                 read,
                 &mut table,
                 so,

@@ -35,6 +35,9 @@ pub struct Analysis {
     pub inherit: Option<super::inherit::Inheritance>,
     /// The run in time slices, for `shimlog compare` (None unless asked for: slices.rs).
     pub slices: Option<Box<super::slices::Slices>>,
+    /// The call sites, for a log written with stacks (None otherwise): one more consumer
+    /// of the same pass (sites/collect.rs).
+    pub stacks: Option<Box<super::sites::Collector>>,
 }
 
 impl Analysis {
@@ -51,6 +54,7 @@ impl Analysis {
             watch: Watch::default(),
             inherit: None,
             slices: None,
+            stacks: None,
         }
     }
 
@@ -91,6 +95,9 @@ impl Analysis {
         let op = e.op;
         if !op.is_alloc_family() {
             return self.record(e, f);
+        }
+        if let Some(k) = self.stacks.as_deref_mut() {
+            k.call(e);
         }
         let th = self.threads.slot(e.stream, e.tid, ts);
         if let Some(ns) = e.backend_ns() {
@@ -220,7 +227,12 @@ impl Analysis {
                 f.rss(e.ts_ns, e.value());
             }
             Op::Untraced => self.totals.untraced += e.value(),
-            _ => self.watch.take(e),
+            _ => {
+                if let Some(k) = self.stacks.as_deref_mut() {
+                    k.record(e);
+                }
+                self.watch.take(e)
+            }
         }
     }
 

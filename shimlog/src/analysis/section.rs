@@ -148,25 +148,35 @@ impl Issue {
 pub struct SiteOptions<'a> {
     pub binaries: Option<&'a std::path::Path>,
     pub top: u64,
+    /// The call sites from a second pass over each log, as before they were taken in the
+    /// analysis' own pass (`--two-pass-sites`, hidden: the tests compare the two).
+    pub two_pass: bool,
 }
 
 pub(super) fn of_process(
     path: &str,
     r: &LogReader,
-    a: &Analysis,
+    a: &mut Analysis,
     read: ReadReport,
     t: &mut SizeTable,
     args: &SiteOptions,
 ) -> Section {
     let h = &r.header;
-    // Call sites: a second pass over the log, for logs with stacks only.
-    let (sites, folded) = match sites::has_stacks(r) {
-        true => {
-            let p = sites::profile(r, args.binaries);
-            (Some(SitesReport::of(&p, args.top as usize)), Some(Folded::of(&p)))
+    // Call sites, for logs with stacks only: taken in the pass (or, with `two_pass`, from a
+    // second pass over the log).
+    let p = match (sites::has_stacks(r), a.stacks.take()) {
+        (true, Some(k)) => {
+            let c = k.finish(Some((a.heap.peak_bytes, a.heap.peak_ts_ns)));
+            Some(sites::profile_of(c, r, args.binaries))
         }
-        false => (None, None),
+        (true, None) => Some(sites::profile(r, args.binaries)),
+        (false, _) => None,
     };
+    let (sites, folded) = match p {
+        Some(p) => (Some(SitesReport::of(&p, args.top as usize)), Some(Folded::of(&p))),
+        None => (None, None),
+    };
+    let a = &*a;
     let never = NeverFreed::of(&a.sizes, t);
     Section {
         log: Some(path.to_string()),

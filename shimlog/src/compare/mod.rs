@@ -167,7 +167,7 @@ pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
     if !(50.0..100.0).contains(&a.confidence) {
         return refused("--confidence: a percentage from 50 to 99.9".into());
     }
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ };
+    let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ, two_pass: false };
     let base = side::read(&a.base, !a.one_thread, &so)?;
     let cand = side::read(&a.vs, !a.one_thread, &so)?;
     if !a.force && base.exes() != cand.exes() {

@@ -83,7 +83,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         println!("{}", a.output);
         return Ok(0);
     }
-    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10 })?;
+    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10, two_pass: false })?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?
     } else {

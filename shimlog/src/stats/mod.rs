@@ -34,8 +34,10 @@ pub struct Args {
     /// in between.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
-    /// Read and analyse on one thread. By default the logs are read (decompressed, decoded,
-    /// their threads merged) on a second thread, when there is a second CPU.
+    /// Read and analyse on one thread. By default, when there is a second CPU, a log's frames
+    /// are decompressed and decoded on a pool of threads (one per CPU) while the merge and
+    /// the analysis run on this one; several logs read together are read and merged on a
+    /// second thread.
     #[arg(long)]
     pub one_thread: bool,
     /// Where to find the program's binaries (or their debug files) for the call sites'
@@ -54,6 +56,10 @@ pub struct Args {
     /// (`16,32,48,64`), optionally `on BACKEND`; the slop of each against the first.
     #[arg(long, value_name = "SPEC")]
     pub classes: Vec<String>,
+    /// The call sites from a second pass over each log (as before they were taken in the
+    /// analysis' one pass), for the tests that compare the two.
+    #[arg(long, hide = true)]
+    pub two_pass_sites: bool,
 }
 
 /// The JSON document for several logs.
@@ -83,7 +89,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         }
     }
     whatif::resolve(&mut specs);
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top };
+    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top, two_pass: a.two_pass_sites };
     let Analysed { sections, total, .. } = analysis::analyse(&a.logs, a.burst, !a.one_thread, &so)?;
     let configs = whatif::tabulate(&specs, &total.size_mix, total.peak_live_bytes);
     let tree = if sections.is_empty() { Vec::new() } else { tree::rows(&sections) };

@@ -83,56 +83,112 @@ impl Collected {
     }
 }
 
-pub fn collect(r: &LogReader) -> Collected {
-    let h = &r.header;
-    let sample = h.stacks.as_deref() == Some("sample");
-    let mut c = Collected { mean: if sample { h.sample_bytes.filter(|&m| m > 0) } else { None }, ..Default::default() };
-    let mut heap: FxHashMap<u64, Live> = FxHashMap::default();
-    let mut live_total = 0u64;
-    // Per stream: the last call, the mapping being described, and whether the call that
+/// Collects a log's call sites, event by event in the log's time order: a consumer of the
+/// analysis' one pass (process.rs feeds it), or of a pass of its own ([`collect`], for
+/// `pprof` and `flamegraph`). `light` (SHIM_STACKS=slow, whose site records are slow calls
+/// only and carry no block): no table of blocks, only each stream's last call, so that a
+/// log with no stack record pays a store per call for its stacks; the heap's peak is then
+/// the analysis' own, given to [`Collector::finish`].
+pub struct Collector {
+    c: Collected,
+    light: bool,
+    heap: FxHashMap<u64, Live>,
+    live_total: u64,
+    // Per stream: the last call, the mapping being described; and whether the call that
     // set the peak is waiting for its site.
-    let mut last: Vec<Option<Event>> = Vec::new();
-    let mut cur_map: Vec<Option<usize>> = Vec::new();
-    let mut peak_pending: Option<u64> = None;
-    for e in r.events() {
+    last: Vec<Option<Event>>,
+    cur_map: Vec<Option<usize>>,
+    peak_pending: Option<u64>,
+}
+
+/// Whether a log's header says its stacks are the slow calls' alone (see [`Collector`]).
+pub fn light(h: &recorder::format::Header) -> bool {
+    h.stacks.as_deref() == Some("slow")
+}
+
+impl Collector {
+    pub fn new(h: &recorder::format::Header, light: bool) -> Collector {
+        let sample = h.stacks.as_deref() == Some("sample");
+        Collector {
+            c: Collected { mean: if sample { h.sample_bytes.filter(|&m| m > 0) } else { None }, ..Default::default() },
+            light,
+            heap: FxHashMap::default(),
+            live_total: 0,
+            last: Vec::new(),
+            cur_map: Vec::new(),
+            peak_pending: None,
+        }
+    }
+
+    /// A call of the allocation family (malloc, free, realloc...).
+    #[inline(always)]
+    pub fn call(&mut self, e: &Event) {
         let s = e.stream as usize;
-        if s >= last.len() {
-            last.resize(s + 1, None);
-            cur_map.resize(s + 1, None);
+        if s >= self.last.len() {
+            self.grow(s);
         }
-        if e.op.is_alloc_family() {
-            let req = e.requested();
-            if e.op.is_free() {
-                if e.ptr != 0 {
-                    release(&mut c, &mut heap, &mut live_total, e.ptr);
-                }
-            } else {
-                let resizes = matches!(e.op, Op::Realloc | Op::Reallocarray);
-                if resizes && e.old != 0 && (e.ptr != 0 || req == 0) {
-                    release(&mut c, &mut heap, &mut live_total, e.old);
-                }
-                if e.ptr != 0 {
-                    if let Some(old) = heap.insert(e.ptr, Live { size: req, stack: 0, weight: 0.0 }) {
-                        live_total -= old.size;
-                        drop_site(&mut c, &old);
-                    }
-                    live_total += req;
-                    if live_total > c.peak_bytes {
-                        c.peak_bytes = live_total;
-                        c.peak_ns = e.ts_ns;
-                        c.epoch += 1;
-                        peak_pending = Some(e.ptr);
-                    }
-                }
+        if !self.light {
+            self.follow(e);
+        }
+        self.last[s] = Some(*e);
+    }
+
+    #[cold]
+    fn grow(&mut self, s: usize) {
+        self.last.resize(s + 1, None);
+        self.cur_map.resize(s + 1, None);
+    }
+
+    /// The table of blocks and the heap's peak (not in light mode).
+    fn follow(&mut self, e: &Event) {
+        let (c, heap, live_total) = (&mut self.c, &mut self.heap, &mut self.live_total);
+        let req = e.requested();
+        if e.op.is_free() {
+            if e.ptr != 0 {
+                release(c, heap, live_total, e.ptr);
             }
-            last[s] = Some(e);
-            continue;
+            return;
         }
+        let resizes = matches!(e.op, Op::Realloc | Op::Reallocarray);
+        if resizes && e.old != 0 && (e.ptr != 0 || req == 0) {
+            release(c, heap, live_total, e.old);
+        }
+        if e.ptr != 0 {
+            if let Some(old) = heap.insert(e.ptr, Live { size: req, stack: 0, weight: 0.0 }) {
+                *live_total -= old.size;
+                drop_site(c, &old);
+            }
+            *live_total += req;
+            if *live_total > c.peak_bytes {
+                c.peak_bytes = *live_total;
+                c.peak_ns = e.ts_ns;
+                c.epoch += 1;
+                self.peak_pending = Some(e.ptr);
+            }
+        }
+    }
+
+    /// Any event: calls go to [`Collector::call`]; the stack, site and mapping records are
+    /// taken; the rest is left alone.
+    pub fn take(&mut self, e: &Event) {
+        if e.op.is_alloc_family() {
+            return self.call(e);
+        }
+        self.record(e);
+    }
+
+    /// A record that is not a call of the allocation family.
+    pub fn record(&mut self, e: &Event) {
+        let s = e.stream as usize;
+        if s >= self.last.len() {
+            self.grow(s);
+        }
+        let c = &mut self.c;
         if e.op == Op::Stall && e.stream != 0 {
             // SHIM_RECORD=sample: a slow call on an unsampled block, in its thread's
             // stream, with its time; the site record after it names its stack.
-            last[s] = Some(e);
-            continue;
+            self.last[s] = Some(*e);
+            return;
         }
         let (id, v) = (e.size as u32, e.arg);
         match e.op {
@@ -147,20 +203,20 @@ pub fn collect(r: &LogReader) -> Collected {
                 None => c.issues.push(format!("a frame of stack {id}, which is not defined before it")),
             },
             Op::Site => {
-                let Some(call) = last[s].take() else {
+                let Some(call) = self.last[s].take() else {
                     c.issues.push(format!("a site record (stack {id}) with no call before it in stream {s}"));
-                    continue;
+                    return;
                 };
-                site(&mut c, &mut heap, &call, id, v, &mut peak_pending);
+                site(c, &mut self.heap, &call, id, v, &mut self.peak_pending);
             }
             Op::Mapping => {
                 c.mappings.push(Mapping { start: e.size, end: v, ..Default::default() });
-                cur_map[s] = Some(c.mappings.len() - 1);
+                self.cur_map[s] = Some(c.mappings.len() - 1);
             }
             Op::MappingBias | Op::MappingPath | Op::MappingBuildId => {
-                let Some(m) = cur_map[s].and_then(|i| c.mappings.get_mut(i)) else {
+                let Some(m) = self.cur_map[s].and_then(|i| c.mappings.get_mut(i)) else {
                     c.issues.push(format!("a {} record with no mapping before it", e.op.name()));
-                    continue;
+                    return;
                 };
                 match e.op {
                     Op::MappingBias => m.bias = v,
@@ -177,25 +233,45 @@ pub fn collect(r: &LogReader) -> Collected {
             _ => {}
         }
     }
-    for (id, pcs) in &c.stacks {
-        let want = c.depth.get(id).copied().unwrap_or(0);
-        if pcs.len() as u64 != want {
-            c.issues.push(format!("stack {id} is corrupt: {} of its {want} frames in the log", pcs.len()));
+
+    /// What was collected. `peak`: the heap's peak (bytes, when) as the analysis found it,
+    /// for a light collector, which follows no blocks.
+    pub fn finish(self, peak: Option<(u64, u64)>) -> Collected {
+        let mut c = self.c;
+        if self.light {
+            if let Some((bytes, ns)) = peak {
+                (c.peak_bytes, c.peak_ns) = (bytes, ns);
+            }
         }
+        for (id, pcs) in &c.stacks {
+            let want = c.depth.get(id).copied().unwrap_or(0);
+            if pcs.len() as u64 != want {
+                c.issues.push(format!("stack {id} is corrupt: {} of its {want} frames in the log", pcs.len()));
+            }
+        }
+        for m in &mut c.mappings {
+            m.path_bytes.truncate(m.path_len);
+            m.id_bytes.truncate(m.id_len);
+            m.path = String::from_utf8_lossy(&m.path_bytes).into_owned();
+            m.build_id = m.id_bytes.iter().map(|b| format!("{b:02x}")).collect();
+        }
+        let epoch = c.epoch;
+        for t in c.sites.values_mut() {
+            Collected::snapshot(t, epoch);
+        }
+        c.issues.sort();
+        c.issues.dedup();
+        c
     }
-    for m in &mut c.mappings {
-        m.path_bytes.truncate(m.path_len);
-        m.id_bytes.truncate(m.id_len);
-        m.path = String::from_utf8_lossy(&m.path_bytes).into_owned();
-        m.build_id = m.id_bytes.iter().map(|b| format!("{b:02x}")).collect();
+}
+
+/// A pass of its own over a log, for its call sites (every block followed).
+pub fn collect(r: &LogReader) -> Collected {
+    let mut k = Collector::new(&r.header, false);
+    for e in r.events() {
+        k.take(&e);
     }
-    let epoch = c.epoch;
-    for t in c.sites.values_mut() {
-        Collected::snapshot(t, epoch);
-    }
-    c.issues.sort();
-    c.issues.dedup();
-    c
+    k.finish(None)
 }
 
 fn site(c: &mut Collected, heap: &mut FxHashMap<u64, Live>, call: &Event, id: u32, flags: u64, pending: &mut Option<u64>) {

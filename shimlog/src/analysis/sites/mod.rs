@@ -1,6 +1,8 @@
 //! Call sites: which code made the allocations, the peak, the leaks and the slow calls, from
-//! the stacks a log carries (SHIM_STACKS, format version 4): a second pass over a log with
-//! stacks, beside the analysis' pass. `collect.rs` reads the log, `symbols.rs` resolves the
+//! the stacks a log carries (SHIM_STACKS, format version 4), taken in the analysis' one pass
+//! over the log (its [`Collector`] is one more consumer of the events; `pprof` and
+//! `flamegraph`, which need nothing else, read the log for it alone). `collect.rs` takes the
+//! events, `symbols.rs` resolves the
 //! frames, `profile.rs` puts them together as a [`Profile`]; `rank.rs` ranks the sites for
 //! a section (`stats`, `report`), `folded.rs` folds the stacks for the flame graphs; `pprof`
 //! draws on the same [`Profile`].
@@ -11,5 +13,6 @@ mod rank;
 mod symbols;
 
 pub use folded::{folded, By, Folded};
-pub use profile::{has_stacks, profile, Profile};
+pub use collect::{light, Collector};
+pub use profile::{has_stacks, profile, profile_of, Profile};
 pub use rank::{SiteRow, SitesReport};

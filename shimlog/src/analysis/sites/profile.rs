@@ -23,9 +23,14 @@ pub fn has_stacks(r: &LogReader) -> bool {
     matches!(r.header.stacks.as_deref(), Some("slow" | "sample" | "all"))
 }
 
-/// Reads the log's stacks and resolves their frames.
+/// Reads the log's stacks (a pass of its own over the log) and resolves their frames.
 pub fn profile(r: &LogReader, binaries: Option<&Path>) -> Profile {
-    let c = collect::collect(r);
+    profile_of(collect::collect(r), r, binaries)
+}
+
+/// The profile of what a [`Collector`](super::collect::Collector) took from `r`'s events
+/// (in the analysis' pass), its frames resolved.
+pub fn profile_of(c: Collected, r: &LogReader, binaries: Option<&Path>) -> Profile {
     let mut sym = Symbols::new(&c.mappings, binaries);
     let mut frames = rustc_hash::FxHashMap::default();
     let mut by_pc = rustc_hash::FxHashMap::default();

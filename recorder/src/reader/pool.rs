@@ -1,0 +1,221 @@
+//! Frames decompressed and decoded ahead of the merge on a pool of threads: each frame is
+//! an independent zstd frame, so a worker turns a whole frame into its events (and their
+//! keys, the slot left out) with the same decoding code as the merge's own
+//! ([`Src::refill`]), and the merge, on its one thread, takes them in order. What a frame
+//! found (its issues, calls after the cut, the End record) is counted when the merge takes
+//! it, so that what a reading reports does not depend on the threads.
+//!
+//! Frames are decoded in the order the merge will want them (by their first tick), at most
+//! `limit` of them decoded and not yet taken; a frame the merge wants that no worker has
+//! started (its stream ran far behind the others) is decoded on the merge's thread at once,
+//! so the merge never waits on a frame nobody is decoding. Memory: `limit` decoded frames
+//! (a frame's events at 56 bytes each) beside the reader's own.
+use super::stream::*;
+use super::*;
+use std::sync::{Condvar, Mutex};
+
+/// One frame's events, decoded by a worker.
+#[derive(Default)]
+pub(super) struct Decoded {
+    /// The events a batch at a time, as the worker's cursor decoded them (the merge swaps
+    /// each with its cursor's batch: no event is copied), with their merge keys (slot 0:
+    /// the merge ORs its slot in), and how many each batch holds.
+    pub(super) chunks: Vec<Chunk>,
+    pub(super) lens: Vec<usize>,
+    /// Batches to fill again.
+    pub(super) spare: Vec<Chunk>,
+    /// Events in all.
+    pub(super) events: usize,
+    pub(super) issues: Vec<ReadIssue>,
+    pub(super) after_cut: u64,
+    pub(super) clean_end: bool,
+    /// The events before the frame's first thread_start (all of them when it has none):
+    /// their tid is the stream's from its earlier frames, which the worker did not know.
+    pub(super) before_start: usize,
+    /// The tid the frame's last thread_start set.
+    pub(super) last_tid: Option<u32>,
+    /// The next batch for the merge, and the events it took before it.
+    pub(super) pos: usize,
+    pub(super) taken: usize,
+}
+
+pub(super) type Chunk = (Box<[Event; BATCH]>, Box<[Key; BATCH]>);
+
+impl Decoded {
+    /// Ready to be filled again, its batches kept.
+    fn recycle(&mut self) {
+        let chunks = std::mem::take(&mut self.chunks);
+        self.spare.extend(chunks);
+        self.lens.clear();
+        self.issues.clear();
+        (self.events, self.pos, self.taken) = (0, 0, 0);
+    }
+}
+
+enum Slot {
+    Free,
+    Busy,
+    Ready(Box<Decoded>),
+    Gone,
+}
+
+struct State {
+    /// Frame indices in the order the merge will want them, and the next one to start.
+    need: Vec<usize>,
+    next: usize,
+    slots: Vec<Slot>,
+    /// Frames decoded or being decoded and not yet taken.
+    ahead: usize,
+    /// Buffers the merge is done with, for the workers to fill again.
+    spare: Vec<Box<Decoded>>,
+    stop: bool,
+}
+
+/// The pool's shared state; [`Pool::work`] is each worker thread's body.
+pub struct Pool<'a> {
+    r: &'a LogReader,
+    st: Mutex<State>,
+    ready: Condvar,
+    room: Condvar,
+    limit: usize,
+}
+
+impl<'a> Pool<'a> {
+    /// A pool for `r`'s frames, for `workers` threads (each to run [`Pool::work`]).
+    pub fn new(r: &'a LogReader, workers: usize) -> Pool<'a> {
+        let mut need: Vec<usize> = (0..r.frames.len()).collect();
+        need.sort_by_key(|&i| (r.frames[i].h.first_ticks, i));
+        Pool {
+            r,
+            st: Mutex::new(State {
+                need,
+                next: 0,
+                slots: (0..r.frames.len()).map(|_| Slot::Free).collect(),
+                ahead: 0,
+                spare: Vec::new(),
+                stop: false,
+            }),
+            ready: Condvar::new(),
+            room: Condvar::new(),
+            limit: 4 * workers.max(1) + 4,
+        }
+    }
+
+    /// A worker: decodes frames until every frame is started or the pool is stopped.
+    pub fn work(&self) {
+        let mut w = Worker::new(self.r);
+        loop {
+            let (fi, buf) = {
+                let mut st = self.st.lock().expect("pool lock");
+                loop {
+                    if st.stop {
+                        return;
+                    }
+                    while st.next < st.need.len() && !matches!(st.slots[st.need[st.next]], Slot::Free) {
+                        st.next += 1;
+                    }
+                    if st.next == st.need.len() {
+                        return;
+                    }
+                    if st.ahead < self.limit {
+                        break;
+                    }
+                    st = self.room.wait(st).expect("pool lock");
+                }
+                let fi = st.need[st.next];
+                st.next += 1;
+                st.slots[fi] = Slot::Busy;
+                st.ahead += 1;
+                (fi, st.spare.pop().unwrap_or_default())
+            };
+            let d = w.decode(fi, buf);
+            let mut st = self.st.lock().expect("pool lock");
+            st.slots[fi] = Slot::Ready(d);
+            drop(st);
+            self.ready.notify_all();
+        }
+    }
+
+    /// Stops the workers (at the end of the reading, or when it is given up).
+    pub fn stop(&self) {
+        self.st.lock().expect("pool lock").stop = true;
+        self.room.notify_all();
+    }
+
+    /// Frame `fi`, decoded: by a worker (waiting for it if one is at it), or here, with
+    /// `w`, when none has started it.
+    pub(super) fn take(&self, fi: usize, w: &mut Option<Box<Worker<'a>>>) -> Box<Decoded> {
+        let mut st = self.st.lock().expect("pool lock");
+        loop {
+            match std::mem::replace(&mut st.slots[fi], Slot::Gone) {
+                Slot::Ready(d) => {
+                    st.ahead -= 1;
+                    drop(st);
+                    self.room.notify_one();
+                    return d;
+                }
+                Slot::Busy => {
+                    st.slots[fi] = Slot::Busy;
+                    st = self.ready.wait(st).expect("pool lock");
+                }
+                Slot::Free => {
+                    let buf = st.spare.pop().unwrap_or_default();
+                    drop(st);
+                    return w.get_or_insert_with(|| Box::new(Worker::new(self.r))).decode(fi, buf);
+                }
+                Slot::Gone => unreachable!("frame {fi} taken twice"),
+            }
+        }
+    }
+
+    /// A frame's buffers, done with.
+    pub(super) fn give_back(&self, d: Box<Decoded>) {
+        let mut st = self.st.lock().expect("pool lock");
+        if st.spare.len() < self.limit {
+            st.spare.push(d);
+        }
+    }
+}
+
+/// A thread's decoder: the reader's own [`Src`] and a [`Cursor`] of its own.
+pub(super) struct Worker<'a> {
+    src: Src<'a>,
+    c: Cursor,
+}
+
+impl<'a> Worker<'a> {
+    fn new(r: &'a LogReader) -> Worker<'a> {
+        let mut src = Src::new(r, Order::of(r));
+        src.sweeps = false;
+        Worker { src, c: Cursor::new(0) }
+    }
+
+    fn decode(&mut self, fi: usize, mut d: Box<Decoded>) -> Box<Decoded> {
+        let (src, c) = (&mut self.src, &mut self.c);
+        src.issues.clear();
+        src.after_cut = 0;
+        src.clean_end = false;
+        c.reset(src.r.frames[fi].h.stream, vec![fi]);
+        d.recycle();
+        let mut start = None;
+        while src.refill(c, 0) {
+            if start.is_none() {
+                if let Some(i) = c.batch[..c.len].iter().position(|e| e.op == Op::ThreadStart) {
+                    start = Some(d.events + i);
+                }
+            }
+            let (mut b, mut k) = d.spare.pop().unwrap_or_else(|| (Box::new([Event::default(); BATCH]), Box::new([EMPTY; BATCH])));
+            std::mem::swap(&mut c.batch, &mut b);
+            std::mem::swap(&mut c.keys, &mut k);
+            d.chunks.push((b, k));
+            d.lens.push(c.len);
+            d.events += c.len;
+        }
+        d.issues.append(&mut src.issues);
+        d.after_cut = src.after_cut;
+        d.clean_end = src.clean_end;
+        d.before_start = start.unwrap_or(d.events);
+        d.last_tid = start.map(|_| c.tid);
+        d
+    }
+}
