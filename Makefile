@@ -19,7 +19,7 @@ BACKEND ?= jemalloc
 
 # Programs that bring their own allocator (itest/tests/own_allocator.rs, the demo): the
 # validator workload in three builds (its own cargo workspace, never the main one) and the C/C++
-# programs of tests/ownalloc. A cold build takes a few minutes (jemalloc twice); then cached.
+# programs of itest/programs/ownalloc. A cold build takes a few minutes (jemalloc twice); then cached.
 OWN      := target/ownalloc
 OWNBIN   := $(OWN)/bin
 VALIDATOR_SRC := workloads/validator/Cargo.toml workloads/validator/Cargo.lock $(wildcard workloads/validator/src/*.rs)
@@ -80,7 +80,7 @@ $(OWNBIN)/mistats: $(MISTATS_SRC)
 	$(call own_crate,mistats)
 
 ownalloc: $(OWNBIN)/validator-je $(OWNBIN)/validator-rjem $(OWNBIN)/validator-mi $(OWNBIN)/validator-sys $(OWNBIN)/jectl $(OWNBIN)/mistats
-	bash tests/ownalloc/build.sh
+	bash itest/programs/ownalloc/build.sh
 
 demo: build $(DEMO)/demo $(OWNBIN)/validator-je
 	@rm -f $(DEMO)/demo.*.shimlog

@@ -3,7 +3,7 @@
 
     python3 bench/idle.py [--smoke] [--write] [REPS]
 
-tests/c/idle.c in its bench mode (`idle PERIOD_US SECONDS`) makes one malloc and one free
+itest/programs/c/idle.c in its bench mode (`idle PERIOD_US SECONDS`) makes one malloc and one free
 every PERIOD (never, every 100 ms, 10 ms, 5 ms, 1 ms; at 1 ms once more beside 1000 threads
 that made one call each and sleep) for a few seconds under the shim, recording (the
 default), and reads the other threads' voluntary context switches (the
@@ -37,8 +37,8 @@ CASES = [
 
 
 def build():
-    """tests/c/idle.c built into the bench's binaries (again when the source is newer)."""
-    src = os.path.join(ROOT, "tests", "c", "idle.c")
+    """itest/programs/c/idle.c built into the bench's binaries (again when the source is newer)."""
+    src = os.path.join(ROOT, "itest", "programs", "c", "idle.c")
     exe = os.path.join(wl.BIN, "idle")
     if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
         os.makedirs(wl.BIN, exist_ok=True)

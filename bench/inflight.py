@@ -4,11 +4,11 @@ run by make bench and on its own:
     python3 bench/inflight.py [--smoke] [--write] [REPS]
 
 1. Start-up: /bin/true's wall time, bare and under the shim with 0 and with 100 dead
-   in-flight files in its in-flight directory (made by tests/c/crashloop.c aborting under
+   in-flight files in its in-flight directory (made by itest/programs/c/crashloop.c aborting under
    the shim with SHIM_INFLIGHT_MAX=off; those a run recovered are put back before the next,
    so each run finds 100). REPS runs each (default 21), alternated, medians: the recovery
    runs on a thread of its own after start-up and must not show here.
-2. A crash loop: tests/c/crashloop.c aborting 200 times in a row (each allocating for about
+2. A crash loop: itest/programs/c/crashloop.c aborting 200 times in a row (each allocating for about
    35 ms first), each with its own log; the tmpfs bytes its in-flight directory holds after
    it, with the default SHIM_INFLIGHT_MAX and with the reclaiming off (what it cost before).
 3. `shimlog recover --all` on 100 dead files: the time per file.
@@ -33,8 +33,8 @@ TITLE = "## Dead processes' in-flight files"
 
 
 def build():
-    """tests/c/crashloop.c built into the bench's binaries (again when the source is newer)."""
-    src = os.path.join(ROOT, "tests", "c", "crashloop.c")
+    """itest/programs/c/crashloop.c built into the bench's binaries (again when the source is newer)."""
+    src = os.path.join(ROOT, "itest", "programs", "c", "crashloop.c")
     exe = os.path.join(wl.BIN, "crashloop")
     if not os.path.exists(exe) or os.path.getmtime(src) > os.path.getmtime(exe):
         os.makedirs(wl.BIN, exist_ok=True)
@@ -180,7 +180,7 @@ def measure(smoke, reps=None):
         [f"under the shim, {n_dead} dead in-flight files", f"{ms['n']:.2f}"],
     ])
     d, o = loops["default"], loops["off"]
-    L += ["", f"A crash loop: tests/c/crashloop.c aborting {crashes} times in a row (about 35 ms of allocating "
+    L += ["", f"A crash loop: itest/programs/c/crashloop.c aborting {crashes} times in a row (about 35 ms of allocating "
           f"each), every one with its own log:", ""]
     L += sections.table(["SHIM_INFLIGHT_MAX", "in-flight files after", "tmpfs MiB after", "most MiB after any run",
                          "loop seconds"], [

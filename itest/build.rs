@@ -1,4 +1,4 @@
-//! Compiles the C programs the integration tests run (tests/c/*.c and workloads/demo.c)
+//! Compiles the C programs the integration tests run (itest/programs/c/*.c and workloads/demo.c)
 //! with the system C compiler into $OUT_DIR/ctests, and tells the tests where they are
 //! (ITEST_CBIN). The programs are built here, not by the Makefile, so `cargo test` alone
 //! is enough.
@@ -12,14 +12,14 @@ fn main() {
     std::fs::create_dir_all(&out).expect("create $OUT_DIR/ctests");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
 
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(root.join("tests/c"))
-        .expect("read tests/c")
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(root.join("itest/programs/c"))
+        .expect("read itest/programs/c")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "c"))
         .collect();
     sources.push(root.join("workloads/demo.c"));
     sources.sort();
-    println!("cargo:rerun-if-changed={}", root.join("tests/c").display());
+    println!("cargo:rerun-if-changed={}", root.join("itest/programs/c").display());
     println!("cargo:rerun-if-env-changed=CC");
     for src in &sources {
         println!("cargo:rerun-if-changed={}", src.display());

@@ -15,14 +15,14 @@ multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 
 DEBS=(
   "command -v gcc|gcc|C workloads and the shim's C tests"
-  "command -v g++|g++|tests/ownalloc: programs that bring their own allocator"
+  "command -v g++|g++|itest/programs/ownalloc: programs that bring their own allocator"
   "command -v make|make|the build"
   "command -v git|git|itest crash.rs: git under the shim"
   "command -v python3|python3|bench, the export and fleet tests"
-  "command -v objcopy|binutils|tests/ownalloc: nm, objcopy, ar, strip"
+  "command -v objcopy|binutils|itest/programs/ownalloc: nm, objcopy, ar, strip"
   "command -v flock|util-linux|one cargo build at a time in target/ownalloc"
-  "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|tests/ownalloc: static jemalloc"
-  "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|tests/ownalloc: static tcmalloc"
+  "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|itest/programs/ownalloc: static jemalloc"
+  "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|itest/programs/ownalloc: static tcmalloc"
   "command -v redis-server|redis-server|itest redis.rs: Debian's redis-server under the shim"
   "command -v redis-benchmark|redis-tools|itest redis.rs: the load"
   "command -v chromium || command -v chromium-browser|chromium|shimlog tests report.rs: the page in a real browser"

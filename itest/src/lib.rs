@@ -86,7 +86,7 @@ pub fn shimlog_bin() -> PathBuf {
     artifact("SHIMLOG_BIN", "shimlog")
 }
 
-/// A C program that build.rs compiled from tests/c/NAME.c (or workloads/NAME.c).
+/// A C program that build.rs compiled from itest/programs/c/NAME.c (or workloads/NAME.c).
 pub fn cprog(name: &str) -> PathBuf {
     let p = Path::new(env!("ITEST_CBIN")).join(name);
     assert!(
@@ -302,7 +302,7 @@ fn is_tmpfs(p: &Path) -> bool {
     unsafe { libc::statfs(c.as_ptr(), &mut fs) == 0 && fs.f_type == libc::TMPFS_MAGIC }
 }
 
-/// A program of tests/ownalloc or workloads/validator, as `make ownalloc` builds them into
+/// A program of itest/programs/ownalloc or workloads/validator, as `make ownalloc` builds them into
 /// `<workspace>/target/ownalloc/bin` (or `$OWNALLOC_BIN`).
 pub fn ownalloc_bin(name: &str) -> PathBuf {
     let dir = match std::env::var_os("OWNALLOC_BIN") {
@@ -313,7 +313,7 @@ pub fn ownalloc_bin(name: &str) -> PathBuf {
     assert!(
         p.is_file(),
         "{} not found: build the programs that bring their own allocator with `make ownalloc` \
-         (tests/ownalloc/build.sh and the validator variants; `make test` does it first)",
+         (itest/programs/ownalloc/build.sh and the validator variants; `make test` does it first)",
         p.display()
     );
     p

@@ -1,5 +1,5 @@
-//! Helpers of the call-site tests (tests/stacks.rs, tests/sampled.rs): tests/c/sites.c and
-//! tests/rust/sites.rs built with the frames kept, runs under the shim, and `shimlog stats
+//! Helpers of the call-site tests (tests/stacks.rs, tests/sampled.rs): itest/programs/c/sites.c and
+//! itest/programs/rust/sites.rs built with the frames kept, runs under the shim, and `shimlog stats
 //! --json`'s site lists.
 use crate::*;
 use serde_json::Value;
@@ -36,7 +36,7 @@ pub fn build(name: &str, src: &Path, cmd: &str, args: &[&str]) -> PathBuf {
 }
 
 pub fn c_sites(fp: bool) -> PathBuf {
-    let src = workspace_root().join("tests/c/sites.c");
+    let src = workspace_root().join("itest/programs/c/sites.c");
     let mut args = vec!["-O2", "-g", "-fno-inline", "-fno-optimize-sibling-calls"];
     if fp {
         args.push("-fno-omit-frame-pointer");
@@ -45,7 +45,7 @@ pub fn c_sites(fp: bool) -> PathBuf {
 }
 
 pub fn rust_sites(fp: bool) -> PathBuf {
-    let src = workspace_root().join("tests/rust/sites.rs");
+    let src = workspace_root().join("itest/programs/rust/sites.rs");
     let mut args = vec!["-C", "opt-level=3", "-C", "debuginfo=1", "--edition", "2021"];
     if fp {
         args.extend(["-C", "force-frame-pointers=yes"]);

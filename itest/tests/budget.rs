@@ -370,7 +370,7 @@ fn instruction_budgets() {
     let mut figs: BTreeMap<&str, Figure> = BTreeMap::new();
     let loop_how = |what: &str| {
         format!(
-            "tests/c/budget_loop at {} and {} iterations (malloc/free pairs, one thread), {what}: the program's thread, per call",
+            "itest/programs/c/budget_loop at {} and {} iterations (malloc/free pairs, one thread), {what}: the program's thread, per call",
             LOOP_ITERS.0, LOOP_ITERS.1
         )
     };

@@ -1,4 +1,4 @@
-//! tests/c/counts.c under the shim with each backend: the log holds every call the program
+//! itest/programs/c/counts.c under the shim with each backend: the log holds every call the program
 //! made, in order, with the same arguments and results; per-operation counts match (the C
 //! runtime may add a few malloc/free/calloc/realloc calls of its own, nothing else); every
 //! free matches a live block; aligned results are aligned; `shimlog dump --format jsonl`

@@ -1,4 +1,4 @@
-//! tests/c/exit_threads.c under the shim with each backend: the program ends (return from
+//! itest/programs/c/exit_threads.c under the shim with each backend: the program ends (return from
 //! main, exit(), or SIGKILL) while 4 threads are still allocating. The log decodes and holds
 //! the main thread's known calls; after a normal end it is complete (end record); after
 //! SIGKILL it is readable up to its last written frame, which includes the main thread's

@@ -1,4 +1,4 @@
-//! tests/c/forkexec.c under the shim with each backend: a parent forks a child that exits
+//! itest/programs/c/forkexec.c under the shim with each backend: a parent forks a child that exits
 //! normally and a child that execs the program again, which runs `/bin/sh -c true`. Every
 //! process gets its own log (named by its pid; an exec'd image whose pid already has a log
 //! gets a suffixed name), every log decodes, and each holds its process's own calls.

@@ -1,4 +1,4 @@
-//! tests/c/known.c under the shim with each backend: the numbers the program prints about
+//! itest/programs/c/known.c under the shim with each backend: the numbers the program prints about
 //! itself (peak live bytes, cross-thread frees, free bursts, lifetimes, blocks never freed)
 //! are what its log shows, computed here from the events directly. These are the numbers
 //! `shimlog stats` must report for the same log.

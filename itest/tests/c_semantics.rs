@@ -1,4 +1,4 @@
-//! tests/c/semantics.c: the return values and errno of the malloc family's edge cases
+//! itest/programs/c/semantics.c: the return values and errno of the malloc family's edge cases
 //! (overflow, bad alignments, huge sizes, realloc(p, 0), realloc(NULL, n), page alignment,
 //! malloc_usable_size(NULL), free(NULL)) are the same under the shim, with every backend,
 //! as without it.

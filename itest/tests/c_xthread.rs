@@ -1,4 +1,4 @@
-//! tests/c/xthread.c under the shim with each backend: 8 threads in a ring, each freeing the
+//! itest/programs/c/xthread.c under the shim with each backend: 8 threads in a ring, each freeing the
 //! blocks its predecessor made. The log must show every worker's mallocs on its own thread,
 //! every one of its frees of a block the predecessor thread allocated, and no free of a
 //! block that was not live.

@@ -1,4 +1,4 @@
-//! `shimlog stats --classes` on a known request mix: tests/c/classmix.c under the real shim
+//! `shimlog stats --classes` on a known request mix: itest/programs/c/classmix.c under the real shim
 //! (100 x 100 B, 50 x 600 B, 20 x 2100 B, 10 x 5000 B, 5 x 10000 B, all live at once, and
 //! nothing else), its slop under jemalloc's classes, a spacing rule laid over them and a list
 //! alone, each computed here by hand from the classes' definitions.

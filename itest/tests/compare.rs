@@ -1,4 +1,4 @@
-//! `shimlog compare` on real runs under the real shim: tests/c/compare_load.c (a paced
+//! `shimlog compare` on real runs under the real shim: itest/programs/c/compare_load.c (a paced
 //! service keeping LIVE_KIB live and replacing PER_MS blocks a millisecond) against itself,
 //! against variants with 50% more live bytes and with twice the calls, under two backends,
 //! in watch mode; and what it refuses. The runs take the lock one at a time (timings of

@@ -1,5 +1,5 @@
 //! The control socket (SHIM_CONTROL=1) and `shimlog ctl PID start [DURATION] | stop |
-//! status` on a running program (tests/c/windows.c); another user cannot drive it.
+//! status` on a running program (itest/programs/c/windows.c); another user cannot drive it.
 use itest::*;
 use recorder::{window_event, LogReader, Op};
 use std::process::{Child, Command, Stdio};

@@ -1,4 +1,4 @@
-//! Nothing lost when a process dies: tests/c/crash.c under the shim with every backend,
+//! Nothing lost when a process dies: itest/programs/c/crash.c under the shim with every backend,
 //! ended by SIGKILL, SIGTERM, SIGPIPE, SIGSEGV, abort(), the OOM killer; each log, after
 //! recovery, holds every call the program made before its last progress line, and says how
 //! the process ended. Also: a clean exit leaves no in-flight file and records its status,

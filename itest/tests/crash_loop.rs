@@ -2,7 +2,7 @@
 //! dead processes left (into the logs their headers name) and removes them, oldest first,
 //! keeping the dead ones under SHIM_INFLIGHT_MAX; a live process's file is never touched; a
 //! dead file whose log is gone is removed with one line; `shimlog recover --all` does the
-//! same by hand. tests/c/crashloop.c is the canary. Each test has an in-flight directory of
+//! same by hand. itest/programs/c/crashloop.c is the canary. Each test has an in-flight directory of
 //! its own on /dev/shm (SHIM_INFLIGHT_DIR): none touches the user's files.
 use itest::*;
 use recorder::{Ending, LogReader};

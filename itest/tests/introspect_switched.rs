@@ -2,7 +2,7 @@
 //! every SHIM_BACKEND their reads keep succeeding and follow the load, whoever serves.
 //!
 //! The programs (`make ownalloc` builds them into target/ownalloc/bin):
-//! - c_je_stats_prefix / c_je_stats_static / c_je_stats_dynamic (tests/ownalloc/stats_prog.c,
+//! - c_je_stats_prefix / c_je_stats_static / c_je_stats_dynamic (itest/programs/ownalloc/stats_prog.c,
 //!   API_JE): jemalloc renamed je_* as Redis and Valkey link it, Debian's static archive
 //!   unprefixed, and Debian's libjemalloc.so.2. A second thread reads every 10 ms epoch,
 //!   stats.{allocated,active,resident,mapped,retained,metadata}, arenas.{narenas,page},

@@ -9,14 +9,14 @@
 //!   executable) or prefixed (_rjem_*, .symtab only), or the mimalloc crate (mi_*), behind a
 //!   counting GlobalAlloc that prints its counts;
 //! - c_static_jemalloc, c_je_prefix (jemalloc's API renamed je_*, as Valkey builds it),
-//!   cxx_static_tcmalloc (tests/ownalloc): C and C++ programs that call their allocator's
+//!   cxx_static_tcmalloc (itest/programs/ownalloc): C and C++ programs that call their allocator's
 //!   whole API and count each call;
 //! - c_static_jemalloc_ctor, cxx_static_tcmalloc_ctor: the same, linked with libctorblock.so,
 //!   whose constructor allocated two blocks with the program's allocator before the shim's
 //!   constructor ran; main grows one and frees both, under every SHIM_BACKEND;
 //! - validator-rjem-stripped (its allocator's symbols are gone) and unpatchable (its `free` is
 //!   one `ret`, too short to patch): the shim says so in one stderr line and changes nothing;
-//! - tests/c/exe_defines_malloc.c: a bump allocator in the executable, recorded.
+//! - itest/programs/c/exe_defines_malloc.c: a bump allocator in the executable, recorded.
 //!
 //! What is checked, for each program and mode: exit 0 and the output of the run without the
 //! shim; no line on stderr; the header's own_allocators names the allocator and the mode
@@ -91,7 +91,7 @@ enum Counts {
     /// workloads/validator: {"alloc","alloc_zeroed","realloc","dealloc"}; `sized`: its
     /// allocator frees with the size (tikv-jemallocator's sdallocx), else with free (mi_free).
     Validator { sized: bool },
-    /// tests/ownalloc: {"allocs","frees","reallocs","free_sized",...}.
+    /// itest/programs/ownalloc: {"allocs","frees","reallocs","free_sized",...}.
     Own,
 }
 
@@ -445,7 +445,7 @@ fn stripped_prefixed_jemalloc() {
     );
 }
 
-/// An allocator whose free is one `ret` (tests/ownalloc/unpatchable.c).
+/// An allocator whose free is one `ret` (itest/programs/ownalloc/unpatchable.c).
 #[test]
 fn free_too_short_to_patch() {
     check_unpatchable("unpatchable", C_ARGS, C_ZERO, Counts::Own, Some("malloc"));
@@ -476,7 +476,7 @@ fn stripped_unprefixed_jemalloc() {
     c.finish("validator-je-stripped under the shim");
 }
 
-/// tests/c/exe_defines_malloc.c: a bump allocator defining malloc, free, calloc and realloc
+/// itest/programs/c/exe_defines_malloc.c: a bump allocator defining malloc, free, calloc and realloc
 /// in the executable (1000 mallocs and 1000 frees of its own, then printf). Its calls are
 /// recorded (family "malloc": a malloc family of unknown make). In own mode it runs exactly as
 /// without the shim and the shim says nothing. With a backend, the entry points are switched:

@@ -1,4 +1,4 @@
-//! The recorder's pace (shim/src/background/pace.rs): tests/c/idle.c sleeps a second without a call,
+//! The recorder's pace (shim/src/background/pace.rs): itest/programs/c/idle.c sleeps a second without a call,
 //! and the shim's recorder must wake far less often than its busy pace (2,000 times a
 //! second) meanwhile; then it makes five slow reallocs, each right after 150 ms of sleep,
 //! and the watchdog must still see every one of them (the first call after a doze wakes

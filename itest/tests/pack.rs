@@ -1,4 +1,4 @@
-//! SHIM_PACK under the real shim: tests/c/counts.c recorded with columnar frames reads back
+//! SHIM_PACK under the real shim: itest/programs/c/counts.c recorded with columnar frames reads back
 //! as the same calls as with rows, in a smaller log, and consistent (every free of a block
 //! made, no reuse conflict), on every backend; `auto` (the default) writes rows while every
 //! core is busy.

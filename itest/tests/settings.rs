@@ -1,5 +1,5 @@
 //! Allocator settings (`NAME:KEY=VALUE,...`) in `shimlog replay --backend` and in the shim's
-//! SHIM_BACKEND, on tests/c/decay.c: it builds 128 MiB of 64 KiB blocks, frees 15 of 16,
+//! SHIM_BACKEND, on itest/programs/c/decay.c: it builds 128 MiB of 64 KiB blocks, frees 15 of 16,
 //! then idles 1.5 s making a small call every 10 ms, and exits with the rest live.
 //! - replay, paced: `jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0` ends with far less resident
 //!   than `jemalloc` (the RSS and jemalloc's own stats.resident), and reads its settings

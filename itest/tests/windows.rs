@@ -1,8 +1,8 @@
-//! Capture windows and the watch log (issue #19): tests/c/windows.c allocating for 5 s under
+//! Capture windows and the watch log (issue #19): itest/programs/c/windows.c allocating for 5 s under
 //! SHIM_WINDOW=1s SHIM_EVERY=2s leaves three window logs and a watch log; each window's log
 //! decodes, holds the calls the program made in its period (within the batches at its
 //! edges), and the watch log has the windows, RSS and allocator statistics between them.
-//! tests/c/stall.c makes one call slow on purpose (a big realloc of touched memory): it is
+//! itest/programs/c/stall.c makes one call slow on purpose (a big realloc of touched memory): it is
 //! in the watch log as a stall.
 use itest::*;
 use recorder::{window_event, Event, LogReader, Op};

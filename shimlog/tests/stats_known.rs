@@ -1,4 +1,4 @@
-//! tests/c/known.c captured under the real libshim.so with each backend, then `shimlog
+//! itest/programs/c/known.c captured under the real libshim.so with each backend, then `shimlog
 //! stats --json` on its log: the numbers must be the ones the program counted about itself
 //! (it prints them), within the few calls the C runtime adds.
 //!
@@ -41,10 +41,10 @@ fn known() -> PathBuf {
         let st = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
             .args(["-O1", "-g", "-pthread", "-o"])
             .arg(&exe)
-            .arg(root().join("tests/c/known.c"))
+            .arg(root().join("itest/programs/c/known.c"))
             .status()
             .expect("run the C compiler");
-        assert!(st.success(), "cc tests/c/known.c failed");
+        assert!(st.success(), "cc itest/programs/c/known.c failed");
         exe
     })
     .clone()

@@ -1,6 +1,6 @@
 /* jemalloc_prog.c: a C program that brings its own jemalloc, statically linked.
  *
- * Built three ways by tests/ownalloc/build.sh:
+ * Built three ways by itest/programs/ownalloc/build.sh:
  *   c_static_jemalloc       Debian's libjemalloc.a: malloc, free, ..., mallocx, sdallocx, ...
  *                           defined in the executable (the standard ones exported, so the C
  *                           library's own calls land there too).

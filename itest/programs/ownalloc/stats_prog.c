@@ -4,7 +4,7 @@
  * like the servers' asserts) when one read fails, while the main thread makes a burst of
  * allocations, holds them, frees them and asks the allocator to give memory back.
  *
- * Built by tests/ownalloc/build.sh (itest/tests/introspect_switched.rs runs them):
+ * Built by itest/programs/ownalloc/build.sh (itest/tests/introspect_switched.rs runs them):
  *   c_je_stats_prefix   -DAPI_JE -DJE_PREFIX, Debian's libjemalloc.a renamed je_* (Redis/Valkey)
  *   c_je_stats_static   -DAPI_JE, Debian's libjemalloc.a (malloc, mallctl, ... in the executable)
  *   c_je_stats_dynamic  -DAPI_JE, -ljemalloc (Debian's libjemalloc.so.2)

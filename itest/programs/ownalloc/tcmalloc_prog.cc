@@ -2,7 +2,7 @@
 // which defines (and exports) the malloc family, tc_*, and operator new/delete in the
 // executable, as MongoDB links tcmalloc.
 //
-// Built by tests/ownalloc/build.sh as cxx_static_tcmalloc (and, linked with libctorblock.so,
+// Built by itest/programs/ownalloc/build.sh as cxx_static_tcmalloc (and, linked with libctorblock.so,
 // cxx_static_tcmalloc_ctor: main then checks the two blocks libctorblock's constructor
 // allocated with this executable's malloc before main, grows one with realloc and frees
 // both).

@@ -22,11 +22,11 @@
 #
 # Idempotent: an output newer than its inputs (and this script) is left alone.
 # Needs gcc, g++, binutils (nm, objcopy, ar, strip), libjemalloc-dev and
-# libgoogle-perftools-dev (.ci/run installs them).
+# libgoogle-perftools-dev (tools/test-deps.sh installs them).
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-src=$root/tests/ownalloc
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+src=$root/itest/programs/ownalloc
 out=${OWNALLOC_DIR:-$root/target/ownalloc}
 bin=$out/bin
 work=$out/work
@@ -41,7 +41,7 @@ je_a=$libdir/libjemalloc.a
 tc_a=$libdir/libtcmalloc_minimal.a
 
 missing() {
-  echo "tests/ownalloc/build.sh: $1 not found: install $2 (apt-get install $2; .ci/run does)" >&2
+  echo "itest/programs/ownalloc/build.sh: $1 not found: install $2 (apt-get install $2; tools/test-deps.sh does as root)" >&2
   exit 1
 }
 [ -f "$je_a" ] || missing "$je_a" libjemalloc-dev
