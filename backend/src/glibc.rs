@@ -105,7 +105,8 @@ unsafe fn gnu_hash_lookup(base: usize, dynamic: *const Dyn, name: &[u8]) -> usiz
             let h2 = *chain.add((i - symoffset) as usize);
             if h | 1 == h2 | 1 {
                 let sym = &*((symtab as *const libc::Elf64_Sym).add(i as usize));
-                let sname = core::ffi::CStr::from_ptr((strtab + sym.st_name as usize) as *const core::ffi::c_char);
+                let sname =
+                    core::ffi::CStr::from_ptr((strtab + sym.st_name as usize) as *const core::ffi::c_char);
                 // A hidden (non-default) version is an old ABI's, not the name's definition.
                 let hidden = versym != 0 && *(versym as *const u16).add(i as usize) & 0x8000 != 0;
                 if sname.to_bytes() == name && sym.st_shndx != 0 && !hidden {
@@ -146,8 +147,13 @@ fn resolve(i: usize) -> usize {
     let f = if f != 0 {
         f
     } else {
-        [libc_malloc as *const () as usize, libc_calloc as *const () as usize, libc_realloc as *const () as usize,
-            libc_free as *const () as usize, libc_memalign as *const () as usize][i]
+        [
+            libc_malloc as *const () as usize,
+            libc_calloc as *const () as usize,
+            libc_realloc as *const () as usize,
+            libc_free as *const () as usize,
+            libc_memalign as *const () as usize,
+        ][i]
     };
     FNS[i].store(f, Relaxed);
     f
@@ -165,7 +171,8 @@ pub(crate) unsafe fn calloc(n: usize, size: usize) -> *mut c_void {
 }
 #[inline(always)]
 pub(crate) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    let f: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void = unsafe { core::mem::transmute(entry(REALLOC)) };
+    let f: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void =
+        unsafe { core::mem::transmute(entry(REALLOC)) };
     unsafe { f(p, size) }
 }
 #[inline(always)]
@@ -175,7 +182,8 @@ pub(crate) unsafe fn free(p: *mut c_void) {
 }
 #[inline(always)]
 pub(crate) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
-    let f: unsafe extern "C" fn(usize, usize) -> *mut c_void = unsafe { core::mem::transmute(entry(MEMALIGN)) };
+    let f: unsafe extern "C" fn(usize, usize) -> *mut c_void =
+        unsafe { core::mem::transmute(entry(MEMALIGN)) };
     unsafe { f(align, size) }
 }
 #[inline]
@@ -196,7 +204,11 @@ pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
 unsafe fn header_usable_size(p: *mut c_void) -> usize {
     let size = unsafe { *(p as *const usize).sub(1) };
     let chunk = size & !7;
-    if size & 2 != 0 { chunk - 16 } else { chunk - 8 }
+    if size & 2 != 0 {
+        chunk - 16
+    } else {
+        chunk - 8
+    }
 }
 
 /// glibc's chunk rounding (malloc.c `request2size`, `musable`): a heap chunk is the request

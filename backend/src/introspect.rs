@@ -52,7 +52,12 @@ pub fn heap_info(b: Backend) -> Option<HeapInfo> {
         }
         Backend::Rpmalloc => {
             let g = crate::rpmalloc::global();
-            Some(HeapInfo { arena: g.mapped, in_use: g.mapped.saturating_sub(g.cached), free: g.cached, releasable: g.cached })
+            Some(HeapInfo {
+                arena: g.mapped,
+                in_use: g.mapped.saturating_sub(g.cached),
+                free: g.cached,
+                releasable: g.cached,
+            })
         }
     }
 }

@@ -39,20 +39,18 @@ pub(crate) fn size_class(size: usize) -> usize {
         return unsafe { je::nallocx(1, 0) };
     }
     let n = unsafe { je::nallocx(size, 0) };
-    if n == 0 { size } else { n }
+    if n == 0 {
+        size
+    } else {
+        n
+    }
 }
 
 pub(crate) fn version() -> &'static str {
     let mut v: *const core::ffi::c_char = core::ptr::null();
     let mut len = core::mem::size_of::<*const core::ffi::c_char>();
     let rc = unsafe {
-        je::mallctl(
-            c"version".as_ptr(),
-            &mut v as *mut _ as *mut c_void,
-            &mut len,
-            core::ptr::null_mut(),
-            0,
-        )
+        je::mallctl(c"version".as_ptr(), &mut v as *mut _ as *mut c_void, &mut len, core::ptr::null_mut(), 0)
     };
     if rc != 0 || v.is_null() {
         return "unknown";
@@ -76,13 +74,8 @@ pub(crate) fn stat(name: &core::ffi::CStr) -> Option<u64> {
         );
         let mut v: usize = 0;
         let mut len = core::mem::size_of::<usize>();
-        let rc = je::mallctl(
-            name.as_ptr(),
-            &mut v as *mut _ as *mut c_void,
-            &mut len,
-            core::ptr::null_mut(),
-            0,
-        );
+        let rc =
+            je::mallctl(name.as_ptr(), &mut v as *mut _ as *mut c_void, &mut len, core::ptr::null_mut(), 0);
         (rc == 0).then_some(v as u64)
     }
 }

@@ -8,16 +8,16 @@
 //! `free`, `memalign`, `usable_size`); the C rules of `posix_memalign`, `aligned_alloc`,
 //! `valloc`, `pvalloc` and `reallocarray` are applied by the caller on top of them.
 
-pub mod glibc;
 pub mod emulate;
+pub mod glibc;
 pub mod introspect;
 mod jemalloc;
 pub use jemalloc::api as jemalloc_api;
 mod mimalloc;
 pub mod own;
 mod rpmalloc;
-mod snmalloc;
 pub mod settings;
+mod snmalloc;
 pub mod stats;
 #[cfg(shim_tcmalloc)]
 mod tcmalloc;
@@ -54,8 +54,14 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend this build has, in the order reports list them.
-    pub const ALL: [Backend; 6] =
-        [Backend::Glibc, Backend::Jemalloc, Backend::Mimalloc, Backend::Tcmalloc, Backend::Snmalloc, Backend::Rpmalloc];
+    pub const ALL: [Backend; 6] = [
+        Backend::Glibc,
+        Backend::Jemalloc,
+        Backend::Mimalloc,
+        Backend::Tcmalloc,
+        Backend::Snmalloc,
+        Backend::Rpmalloc,
+    ];
     /// The accepted spellings, for error messages.
     pub const ACCEPTED: &'static str = "glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc";
 

@@ -13,7 +13,8 @@ const REALLOC: usize = 2;
 const FREE: usize = 3;
 const MEMALIGN: usize = 4;
 const USABLE: usize = 5;
-const NAMES: [&core::ffi::CStr; 6] = [c"malloc", c"calloc", c"realloc", c"free", c"memalign", c"malloc_usable_size"];
+const NAMES: [&core::ffi::CStr; 6] =
+    [c"malloc", c"calloc", c"realloc", c"free", c"memalign", c"malloc_usable_size"];
 
 static FNS: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
 

@@ -173,7 +173,14 @@ mod big {
         };
         let len = len.next_multiple_of(page);
         let base = unsafe {
-            libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         if base == libc::MAP_FAILED {
             return core::ptr::null_mut();

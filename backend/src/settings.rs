@@ -62,31 +62,76 @@ const DECAY: Kind = Kind::Int { min: -1, max: i64::MAX };
 /// except `background_thread`: its threads would be made through the program's
 /// pthread_create while the shim starts.
 pub const JEMALLOC: &[Key] = &[
-    kt("dirty_decay_ms", DECAY, "0", "dirty pages purged after this long unused (-1: never, 0: at once); default 10000"),
+    kt(
+        "dirty_decay_ms",
+        DECAY,
+        "0",
+        "dirty pages purged after this long unused (-1: never, 0: at once); default 10000",
+    ),
     kt("muzzy_decay_ms", DECAY, "0", "muzzy (lazily purged) pages released after this long; default 0"),
     k("narenas", Kind::Int { min: 1, max: 1 << 20 }, "1", "arenas (default 4 per CPU)"),
-    k("percpu_arena", Kind::Choice(&["disabled", "percpu", "phycpu"]), "percpu", "one arena per CPU instead of per thread"),
+    k(
+        "percpu_arena",
+        Kind::Choice(&["disabled", "percpu", "phycpu"]),
+        "percpu",
+        "one arena per CPU instead of per thread",
+    ),
     k("tcache", B, "false", "thread caches on or off"),
     k("tcache_max", U, "4096", "largest size class kept in thread caches (bytes)"),
     k("lg_tcache_max", Kind::Int { min: 0, max: 63 }, "12", "log2 of tcache_max (older spelling)"),
     k("tcache_nslots_small_min", U, "4", "fewest cached objects per small class"),
     k("tcache_nslots_small_max", U, "64", "most cached objects per small class"),
     k("tcache_nslots_large", U, "10", "cached objects per large class"),
-    k("lg_tcache_nslots_mul", Kind::Int { min: -16, max: 16 }, "0", "log2 multiplier of cached objects per class"),
+    k(
+        "lg_tcache_nslots_mul",
+        Kind::Int { min: -16, max: 16 },
+        "0",
+        "log2 multiplier of cached objects per class",
+    ),
     k("tcache_gc_incr_bytes", U, "16384", "bytes allocated between thread-cache garbage collections"),
     k("tcache_gc_delay_bytes", U, "0", "bytes before a refilled bin may be collected again"),
-    k("lg_tcache_flush_small_div", Kind::Int { min: 1, max: 16 }, "2", "flush 1/2^N of a small bin when full"),
-    k("lg_tcache_flush_large_div", Kind::Int { min: 1, max: 16 }, "2", "flush 1/2^N of a large bin when full"),
+    k(
+        "lg_tcache_flush_small_div",
+        Kind::Int { min: 1, max: 16 },
+        "2",
+        "flush 1/2^N of a small bin when full",
+    ),
+    k(
+        "lg_tcache_flush_large_div",
+        Kind::Int { min: 1, max: 16 },
+        "2",
+        "flush 1/2^N of a large bin when full",
+    ),
     k("oversize_threshold", U, "0", "requests at least this large get their own arena (bytes)"),
     k("retain", B, "false", "keep unused virtual memory mapped (retained) rather than unmapping it"),
-    k("dss", Kind::Choice(&["disabled", "primary", "secondary"]), "primary", "use sbrk, before or after mmap"),
+    k(
+        "dss",
+        Kind::Choice(&["disabled", "primary", "secondary"]),
+        "primary",
+        "use sbrk, before or after mmap",
+    ),
     k("thp", Kind::Choice(&["default", "always", "never"]), "never", "transparent huge pages for the heap"),
-    k("metadata_thp", Kind::Choice(&["disabled", "auto", "always"]), "auto", "transparent huge pages for metadata"),
-    k("lg_extent_max_active_fit", Kind::Int { min: 0, max: 63 }, "6", "largest ratio (log2) of a reused extent to the request"),
+    k(
+        "metadata_thp",
+        Kind::Choice(&["disabled", "auto", "always"]),
+        "auto",
+        "transparent huge pages for metadata",
+    ),
+    k(
+        "lg_extent_max_active_fit",
+        Kind::Int { min: 0, max: 63 },
+        "6",
+        "largest ratio (log2) of a reused extent to the request",
+    ),
     k("cache_oblivious", B, "false", "randomise large allocations' offset within their page"),
     k("hpa", B, "true", "the huge-page allocator (experimental)"),
     k("zero", B, "true", "zero every allocation"),
-    k("junk", Kind::Choice(&["true", "false", "alloc", "free"]), "free", "fill allocations or freed memory with junk"),
+    k(
+        "junk",
+        Kind::Choice(&["true", "false", "alloc", "free"]),
+        "free",
+        "fill allocations or freed memory with junk",
+    ),
     k("abort_conf", B, "true", "abort on an invalid option"),
     k("confirm_conf", B, "true", "print the options in force at start"),
     k("stats_print", B, "true", "print statistics at exit"),
@@ -96,10 +141,25 @@ pub const JEMALLOC: &[Key] = &[
 const MI_PURGE_DELAY: i32 = 15;
 /// mimalloc 3.3's options (`mi_option_*`, named as its MIMALLOC_* variables without the prefix).
 pub const MIMALLOC: &[Key] = &[
-    Key { timed: true, ..ki("purge_delay", DECAY, "0", "purge unused memory after this many ms (-1: never, 0: at once); default 1000", MI_PURGE_DELAY) },
+    Key {
+        timed: true,
+        ..ki(
+            "purge_delay",
+            DECAY,
+            "0",
+            "purge unused memory after this many ms (-1: never, 0: at once); default 1000",
+            MI_PURGE_DELAY,
+        )
+    },
     ki("arena_purge_mult", U, "1", "multiplier of purge_delay for arenas (default 10)", 24),
     ki("purge_decommits", B, "false", "purge by decommit (true) or by reset (MADV_FREE)", 5),
-    ki("arena_eager_commit", Kind::Int { min: 0, max: 2 }, "0", "commit arenas at once (2: only where the system overcommits)", 4),
+    ki(
+        "arena_eager_commit",
+        Kind::Int { min: 0, max: 2 },
+        "0",
+        "commit arenas at once (2: only where the system overcommits)",
+        4,
+    ),
     ki("allow_large_os_pages", B, "true", "use 2 MiB OS pages", 6),
     ki("allow_thp", B, "false", "allow transparent huge pages", 43),
     ki("reserve_huge_os_pages", U, "1", "reserve N 1 GiB pages at start", 7),
@@ -108,12 +168,36 @@ pub const MIMALLOC: &[Key] = &[
     ki("use_numa_nodes", U, "1", "use at most N NUMA nodes (0: all)", 16),
     ki("minimal_purge_size", U, "64", "smallest purge (KiB)", 44),
     ki("generic_collect", U, "1000", "collect heaps every N generic allocations (default 10000)", 34),
-    ki("page_reclaim_on_free", Kind::Int { min: -1, max: 1 }, "1", "reclaim abandoned pages on a free (-1 never, 0 own heap's, 1 always)", 35),
-    ki("page_full_retain", Kind::Int { min: -1, max: 1 << 20 }, "0", "full small pages retained per size class (default 2)", 36),
+    ki(
+        "page_reclaim_on_free",
+        Kind::Int { min: -1, max: 1 },
+        "1",
+        "reclaim abandoned pages on a free (-1 never, 0 own heap's, 1 always)",
+        35,
+    ),
+    ki(
+        "page_full_retain",
+        Kind::Int { min: -1, max: 1 << 20 },
+        "0",
+        "full small pages retained per size class (default 2)",
+        36,
+    ),
     ki("page_max_candidates", U, "8", "candidate pages considered per allocation (default 4)", 37),
     ki("page_commit_on_demand", Kind::Int { min: 0, max: 2 }, "1", "commit page memory on demand", 40),
-    ki("page_max_reclaim", Kind::Int { min: -1, max: i64::MAX }, "8", "pages of a heap reclaimed per size class (-1: unlimited)", 41),
-    ki("page_cross_thread_max_reclaim", Kind::Int { min: -1, max: i64::MAX }, "4", "pages reclaimed across threads per size class (default 16)", 42),
+    ki(
+        "page_max_reclaim",
+        Kind::Int { min: -1, max: i64::MAX },
+        "8",
+        "pages of a heap reclaimed per size class (-1: unlimited)",
+        41,
+    ),
+    ki(
+        "page_cross_thread_max_reclaim",
+        Kind::Int { min: -1, max: i64::MAX },
+        "4",
+        "pages reclaimed across threads per size class (default 16)",
+        42,
+    ),
     ki("show_stats", B, "true", "print statistics at exit", 1),
     ki("verbose", B, "true", "print what mimalloc does", 2),
 ];
@@ -123,8 +207,20 @@ const TC_THREAD_CACHE: i32 = 1;
 const TC_DECOMMIT: i32 = 2;
 /// gperftools' tcmalloc 2.10: its TCMALLOC_* variables that can be set on a running tcmalloc.
 pub const TCMALLOC: &[Key] = &[
-    ki("release_rate", Kind::Float { min: 0.0, max: 10.0 }, "10", "how fast freed pages go back to the OS (0: never; default 1)", TC_RELEASE_RATE),
-    ki("max_total_thread_cache_bytes", U, "1048576", "all thread caches together (bytes; default 32 MiB)", TC_THREAD_CACHE),
+    ki(
+        "release_rate",
+        Kind::Float { min: 0.0, max: 10.0 },
+        "10",
+        "how fast freed pages go back to the OS (0: never; default 1)",
+        TC_RELEASE_RATE,
+    ),
+    ki(
+        "max_total_thread_cache_bytes",
+        U,
+        "1048576",
+        "all thread caches together (bytes; default 32 MiB)",
+        TC_THREAD_CACHE,
+    ),
     ki("aggressive_decommit", B, "true", "decommit free spans at once", TC_DECOMMIT),
 ];
 
@@ -138,15 +234,58 @@ const M_ARENA_MAX: i32 = -8;
 const I32: Kind = Kind::Int { min: 0, max: i32::MAX as i64 };
 /// glibc's malloc tunables: `mallopt`'s, and the tcache's (start-up only).
 pub const GLIBC: &[Key] = &[
-    ki("arena_max", Kind::Int { min: 1, max: i32::MAX as i64 }, "2", "most arenas (default 8 per CPU)", M_ARENA_MAX),
-    ki("arena_test", Kind::Int { min: 1, max: i32::MAX as i64 }, "1", "arenas made before arena_max is checked", M_ARENA_TEST),
-    ki("trim_threshold", I32, "131072", "free memory at the heap's top kept before trimming (bytes)", M_TRIM_THRESHOLD),
+    ki(
+        "arena_max",
+        Kind::Int { min: 1, max: i32::MAX as i64 },
+        "2",
+        "most arenas (default 8 per CPU)",
+        M_ARENA_MAX,
+    ),
+    ki(
+        "arena_test",
+        Kind::Int { min: 1, max: i32::MAX as i64 },
+        "1",
+        "arenas made before arena_max is checked",
+        M_ARENA_TEST,
+    ),
+    ki(
+        "trim_threshold",
+        I32,
+        "131072",
+        "free memory at the heap's top kept before trimming (bytes)",
+        M_TRIM_THRESHOLD,
+    ),
     ki("top_pad", I32, "0", "extra bytes asked of sbrk each time (default 128 KiB)", M_TOP_PAD),
-    ki("mmap_threshold", Kind::Int { min: 0, max: 32 << 20 }, "65536", "requests this large are mmapped (fixes the otherwise sliding threshold)", M_MMAP_THRESHOLD),
+    ki(
+        "mmap_threshold",
+        Kind::Int { min: 0, max: 32 << 20 },
+        "65536",
+        "requests this large are mmapped (fixes the otherwise sliding threshold)",
+        M_MMAP_THRESHOLD,
+    ),
     ki("mmap_max", I32, "0", "most mmapped chunks at once (0: no mmap)", M_MMAP_MAX),
-    Key { start_only: true, ..k("tcache_count", Kind::Int { min: 0, max: 65535 }, "0", "chunks per tcache bin (0: no tcache; default 7)") },
-    Key { start_only: true, ..k("tcache_max", Kind::Int { min: 0, max: 4 << 20 }, "0", "largest size the tcache keeps (bytes; default 1032)") },
-    Key { start_only: true, ..k("tcache_unsorted_limit", U, "0", "unsorted chunks looked at when taking from the tcache") },
+    Key {
+        start_only: true,
+        ..k(
+            "tcache_count",
+            Kind::Int { min: 0, max: 65535 },
+            "0",
+            "chunks per tcache bin (0: no tcache; default 7)",
+        )
+    },
+    Key {
+        start_only: true,
+        ..k(
+            "tcache_max",
+            Kind::Int { min: 0, max: 4 << 20 },
+            "0",
+            "largest size the tcache keeps (bytes; default 1032)",
+        )
+    },
+    Key {
+        start_only: true,
+        ..k("tcache_unsorted_limit", U, "0", "unsorted chunks looked at when taking from the tcache")
+    },
 ];
 
 /// The keys backend `b` accepts.
@@ -228,7 +367,13 @@ impl fmt::Display for Form {
             Kind::Float { min, max } => write!(f, "a number from {min} to {max}"),
             Kind::Choice(c) => {
                 for (i, w) in c.iter().enumerate() {
-                    f.write_str(if i == 0 { "" } else if i + 1 == c.len() { " or " } else { ", " })?;
+                    f.write_str(if i == 0 {
+                        ""
+                    } else if i + 1 == c.len() {
+                        " or "
+                    } else {
+                        ", "
+                    })?;
                     f.write_str(w)?;
                 }
                 Ok(())
@@ -358,7 +503,8 @@ pub fn check<'a>(b: Backend, s: &'a [u8], cx: Context) -> Result<(), Bad<'a>> {
     Ok(())
 }
 
-static APPLIED_PTR: core::sync::atomic::AtomicPtr<u8> = core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static APPLIED_PTR: core::sync::atomic::AtomicPtr<u8> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
 static APPLIED_LEN: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 /// Remembers the settings in force in this process (the shim's, for its log header).
@@ -489,7 +635,8 @@ fn tc_apply(_: &[u8]) {}
 /// (`key:value,...`; a later pair wins): for the parent of a process that will run on
 /// jemalloc with them, as its `_RJEM_MALLOC_CONF` (read by jemalloc's constructor).
 pub fn jemalloc_conf(s: &str, malloc_conf: Option<&str>) -> String {
-    let mut t: Vec<String> = malloc_conf.filter(|m| !m.is_empty()).map(|m| vec![m.to_string()]).unwrap_or_default();
+    let mut t: Vec<String> =
+        malloc_conf.filter(|m| !m.is_empty()).map(|m| vec![m.to_string()]).unwrap_or_default();
     for (key, v) in pairs(s.as_bytes()) {
         let v = match (find(Backend::Jemalloc, key).map(|k| k.kind), parse_bool(v)) {
             (Some(Kind::Bool), Some(b)) => b.to_string(),
@@ -561,8 +708,12 @@ pub fn read_back(b: Backend, key: &str) -> Option<String> {
         Backend::Jemalloc => jemalloc_opt(k),
         Backend::Mimalloc => Some(unsafe { libmimalloc_sys::mi_option_get(k.id) }.to_string()),
         Backend::Tcmalloc => match k.id {
-            TC_THREAD_CACHE => crate::stats::tc_property(c"tcmalloc.max_total_thread_cache_bytes").map(|v| v.to_string()),
-            TC_DECOMMIT => crate::stats::tc_property(c"tcmalloc.aggressive_memory_decommit").map(|v| v.to_string()),
+            TC_THREAD_CACHE => {
+                crate::stats::tc_property(c"tcmalloc.max_total_thread_cache_bytes").map(|v| v.to_string())
+            }
+            TC_DECOMMIT => {
+                crate::stats::tc_property(c"tcmalloc.aggressive_memory_decommit").map(|v| v.to_string())
+            }
             #[cfg(shim_tcmalloc)]
             TC_RELEASE_RATE => Some(crate::tcmalloc::release_rate().to_string()),
             _ => None,
@@ -576,7 +727,9 @@ fn jemalloc_opt(k: &Key) -> Option<String> {
     let name = std::ffi::CString::new(format!("opt.{}", k.name)).ok()?;
     let get = |p: *mut c_void, len: usize| -> bool {
         let mut l = len;
-        unsafe { tikv_jemalloc_sys::mallctl(name.as_ptr(), p, &mut l, core::ptr::null_mut(), 0) == 0 && l == len }
+        unsafe {
+            tikv_jemalloc_sys::mallctl(name.as_ptr(), p, &mut l, core::ptr::null_mut(), 0) == 0 && l == len
+        }
     };
     match k.kind {
         Kind::Choice(_) => {
@@ -667,16 +820,14 @@ pub fn parse_variants<S: AsRef<str>>(values: &[S]) -> Result<Vec<Variant>, Parse
         for item in val.as_ref().split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (name, set) = match item.split_once(':') {
                 Some((n, s)) => (n, Some(s)),
-                None if item.contains('=') => {
-                    match out.last_mut() {
-                        Some(last) if open => {
-                            let (k, v) = item.split_once('=').unwrap_or((item, ""));
-                            last.settings.push((k.to_string(), v.to_string()));
-                            continue;
-                        }
-                        _ => return Err(ParseError::Orphan(item.to_string())),
+                None if item.contains('=') => match out.last_mut() {
+                    Some(last) if open => {
+                        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+                        last.settings.push((k.to_string(), v.to_string()));
+                        continue;
                     }
-                }
+                    _ => return Err(ParseError::Orphan(item.to_string())),
+                },
                 None => (item, None),
             };
             let backend: Backend = name.parse().map_err(ParseError::Backend)?;
@@ -684,7 +835,10 @@ pub fn parse_variants<S: AsRef<str>>(values: &[S]) -> Result<Vec<Variant>, Parse
             open = set.is_some();
             if let Some(s) = set {
                 for (k, val) in pairs(s.as_bytes()) {
-                    v.settings.push((String::from_utf8_lossy(k).into_owned(), String::from_utf8_lossy(val).into_owned()));
+                    v.settings.push((
+                        String::from_utf8_lossy(k).into_owned(),
+                        String::from_utf8_lossy(val).into_owned(),
+                    ));
                 }
             }
             out.push(v);
@@ -718,7 +872,12 @@ mod tests {
     #[test]
     fn refusals_are_one_line_naming_what_is_known() {
         let m = msg(Backend::Jemalloc, "dirty_decay_ms=0,bogus=1", Context::Child);
-        assert!(m.starts_with("jemalloc has no setting 'bogus' (it knows: dirty_decay_ms, muzzy_decay_ms, narenas"), "{m}");
+        assert!(
+            m.starts_with(
+                "jemalloc has no setting 'bogus' (it knows: dirty_decay_ms, muzzy_decay_ms, narenas"
+            ),
+            "{m}"
+        );
         assert!(!m.contains('\n'));
         let m = msg(Backend::Jemalloc, "dirty_decay_ms=soon", Context::Child);
         assert_eq!(m, "jemalloc setting dirty_decay_ms=soon is not valid (accepted: a whole number from -1)");
@@ -729,15 +888,28 @@ mod tests {
         let m = msg(Backend::Glibc, "tcache_count=0", Context::Shim);
         assert!(m.contains("GLIBC_TUNABLES=glibc.malloc.tcache_count=0"), "{m}");
         assert_eq!(msg(Backend::Glibc, "tcache_count=0", Context::Child), "");
-        assert_eq!(msg(Backend::Mimalloc, "purge_delay", Context::Child), "mimalloc setting 'purge_delay' needs a value: purge_delay=VALUE, VALUE a whole number from -1");
-        assert_eq!(msg(Backend::Glibc, "arena_max=2,arena_max=3", Context::Child), "glibc setting 'arena_max' is given twice");
+        assert_eq!(
+            msg(Backend::Mimalloc, "purge_delay", Context::Child),
+            "mimalloc setting 'purge_delay' needs a value: purge_delay=VALUE, VALUE a whole number from -1"
+        );
+        assert_eq!(
+            msg(Backend::Glibc, "arena_max=2,arena_max=3", Context::Child),
+            "glibc setting 'arena_max' is given twice"
+        );
     }
 
     #[test]
     fn variants_continue_after_commas() {
-        let v = parse_variants(&["jemalloc,jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0,mimalloc", "glibc:arena_max=2"]).unwrap();
+        let v = parse_variants(&[
+            "jemalloc,jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0,mimalloc",
+            "glibc:arena_max=2",
+        ])
+        .unwrap();
         let labels: Vec<String> = v.iter().map(Variant::label).collect();
-        assert_eq!(labels, ["jemalloc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0", "mimalloc", "glibc:arena_max=2"]);
+        assert_eq!(
+            labels,
+            ["jemalloc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0", "mimalloc", "glibc:arena_max=2"]
+        );
         assert_eq!(v[1].timed(), [("dirty_decay_ms", "0"), ("muzzy_decay_ms", "0")]);
         assert!(matches!(parse_variants(&["jemalloc,narenas=1"]), Err(ParseError::Orphan(_))));
         assert!(matches!(parse_variants(&["jemalloc:bogus=1"]), Err(ParseError::Setting(_))));
@@ -746,7 +918,10 @@ mod tests {
 
     #[test]
     fn glibc_tunables_for_the_child() {
-        assert_eq!(glibc_tunables("arena_max=2,tcache_count=0", Some("glibc.malloc.check=0")).as_deref(), Some("glibc.malloc.check=0:glibc.malloc.tcache_count=0"));
+        assert_eq!(
+            glibc_tunables("arena_max=2,tcache_count=0", Some("glibc.malloc.check=0")).as_deref(),
+            Some("glibc.malloc.check=0:glibc.malloc.tcache_count=0")
+        );
         assert_eq!(glibc_tunables("arena_max=2", None), None);
     }
 }

@@ -22,11 +22,7 @@ pub fn allocator_stats(b: Backend) -> Vec<(&'static str, u64)> {
         }
         Backend::Mimalloc => {
             let (cc, pc, pf) = crate::mimalloc::process_info();
-            vec![
-                ("current_commit", cc as u64),
-                ("peak_commit", pc as u64),
-                ("page_faults", pf as u64),
-            ]
+            vec![("current_commit", cc as u64), ("peak_commit", pc as u64), ("page_faults", pf as u64)]
         }
         Backend::Tcmalloc => {
             // gperftools' MallocExtension numeric properties.

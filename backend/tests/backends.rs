@@ -41,12 +41,18 @@ fn exercise(b: Backend) {
                 let q = be::realloc(p, size * 4 + 100);
                 assert!(!q.is_null());
                 assert!(!q.is_null());
-                assert!((0..size).all(|i| *(q as *const u8).add(i) == 0xa5), "{}: realloc lost data", b.name());
+                assert!(
+                    (0..size).all(|i| *(q as *const u8).add(i) == 0xa5),
+                    "{}: realloc lost data",
+                    b.name()
+                );
                 be::free(q);
             }
         }
         let mut p = be::malloc(10);
-        for (i, size) in [10usize, 200, 5000, 300_000, 50, 2 << 20, 7].windows(2).map(|w| (w[0], w[1])).enumerate() {
+        for (i, size) in
+            [10usize, 200, 5000, 300_000, 50, 2 << 20, 7].windows(2).map(|w| (w[0], w[1])).enumerate()
+        {
             *(p as *mut u8) = i as u8;
             p = be::realloc(p, size.1);
             check_block(b, p, 0, 8);
@@ -69,7 +75,8 @@ fn exercise(b: Backend) {
         let hs: Vec<_> = (0..10)
             .map(|t| {
                 std::thread::spawn(move || unsafe {
-                    let ps: Vec<usize> = (0..2000).map(|i| be::malloc(16 + (i * 7 + t) % 3000) as usize).collect();
+                    let ps: Vec<usize> =
+                        (0..2000).map(|i| be::malloc(16 + (i * 7 + t) % 3000) as usize).collect();
                     assert!(ps.iter().all(|&p| p != 0));
                     for p in ps {
                         be::free(p as *mut c_void);

@@ -15,7 +15,18 @@ fn settings_of(b: Backend) -> String {
         .iter()
         // Left out: keys whose example prints at exit or reserves much memory, and percpu_arena
         // (it sets narenas to the CPUs).
-        .filter(|k| !["stats_print", "confirm_conf", "show_stats", "verbose", "reserve_huge_os_pages", "reserve_os_memory", "percpu_arena"].contains(&k.name))
+        .filter(|k| {
+            ![
+                "stats_print",
+                "confirm_conf",
+                "show_stats",
+                "verbose",
+                "reserve_huge_os_pages",
+                "reserve_os_memory",
+                "percpu_arena",
+            ]
+            .contains(&k.name)
+        })
         .map(|k| format!("{}={}", k.name, k.example))
         .collect();
     s.join(",")
@@ -36,7 +47,11 @@ fn child(name: &str) {
     }
     for (k, v) in settings::pairs(s.as_bytes()) {
         let k = std::str::from_utf8(k).unwrap();
-        println!("{k}={}={}", std::str::from_utf8(v).unwrap(), settings::read_back(b, k).unwrap_or_else(|| "?".into()));
+        println!(
+            "{k}={}={}",
+            std::str::from_utf8(v).unwrap(),
+            settings::read_back(b, k).unwrap_or_else(|| "?".into())
+        );
     }
 }
 
@@ -57,7 +72,10 @@ fn every_key_reaches_the_allocator() {
         return child(&name);
     }
     let mut backends = vec![Backend::Jemalloc, Backend::Mimalloc];
-    assert!(Backend::Tcmalloc.available(), "this build lacks tcmalloc (Debian's libtcmalloc_minimal.a): its settings cannot be tested");
+    assert!(
+        Backend::Tcmalloc.available(),
+        "this build lacks tcmalloc (Debian's libtcmalloc_minimal.a): its settings cannot be tested"
+    );
     backends.push(Backend::Tcmalloc);
     for b in backends {
         let (out, err) = run(b);
@@ -69,7 +87,11 @@ fn every_key_reaches_the_allocator() {
             n += 1;
             if got == "?" {
                 // jemalloc keeps no opt.* for these spellings of other options.
-                assert!(b == Backend::Jemalloc && ["lg_tcache_max"].contains(&k), "{}: {k} cannot be read back", b.name());
+                assert!(
+                    b == Backend::Jemalloc && ["lg_tcache_max"].contains(&k),
+                    "{}: {k} cannot be read back",
+                    b.name()
+                );
                 continue;
             }
             let want = match given {
@@ -82,7 +104,11 @@ fn every_key_reaches_the_allocator() {
                 "false" => "0",
                 g => g,
             };
-            assert!(got_n == want || got.parse::<f64>().ok() == want.parse::<f64>().ok(), "{}: {k} given {given}, allocator says {got}", b.name());
+            assert!(
+                got_n == want || got.parse::<f64>().ok() == want.parse::<f64>().ok(),
+                "{}: {k} given {given}, allocator says {got}",
+                b.name()
+            );
         }
         assert!(n >= 3, "{}: only {n} keys read back:\n{out}", b.name());
     }

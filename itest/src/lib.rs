@@ -27,10 +27,7 @@ pub const RUNTIME_SLACK: u64 = 16;
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
 /// A test that cannot run because of what the environment is, not what it lacks installed
@@ -89,11 +86,7 @@ pub fn shimlog_bin() -> PathBuf {
 /// A C program that build.rs compiled from itest/programs/c/NAME.c (or workloads/NAME.c).
 pub fn cprog(name: &str) -> PathBuf {
     let p = Path::new(env!("ITEST_CBIN")).join(name);
-    assert!(
-        p.is_file(),
-        "{} was not built by itest/build.rs",
-        p.display()
-    );
+    assert!(p.is_file(), "{} was not built by itest/build.rs", p.display());
     p
 }
 
@@ -114,11 +107,7 @@ impl Output {
     /// The stdout parsed as one JSON document (panics with the text when it is not).
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-                self.stdout_str(),
-                self.stderr
-            )
+            panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout_str(), self.stderr)
         })
     }
     /// Each stdout line parsed as JSON.
@@ -167,9 +156,7 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 /// Runs `cmd` to completion with stdin closed, killing its whole process group after
 /// [`TIMEOUT`] (and failing the test).
 pub fn run(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     unsafe {
         cmd.pre_exec(|| {
             libc::setpgid(0, 0);
@@ -178,9 +165,7 @@ pub fn run(mut cmd: Command) -> Output {
     }
     let shown = format!("{cmd:?}");
     let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
     let pgid = child.id() as i32;
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
@@ -210,13 +195,7 @@ pub fn run(mut cmd: Command) -> Output {
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let stdout = t_out.join().expect("stdout reader");
     let stderr = String::from_utf8_lossy(&t_err.join().expect("stderr reader")).into_owned();
-    Output {
-        pid: pgid as u32,
-        status,
-        stdout,
-        stderr,
-        elapsed,
-    }
+    Output { pid: pgid as u32, status, stdout, stderr, elapsed }
 }
 
 /// A run under the shim: its output, and the directory its logs went to.
@@ -233,12 +212,7 @@ impl Traced {
     /// The run's only log (fails when there is not exactly one).
     pub fn only_log(&self) -> PathBuf {
         let logs = self.logs();
-        assert_eq!(
-            logs.len(),
-            1,
-            "expected exactly one log, found {logs:?}\nstderr:\n{}",
-            self.out.stderr
-        );
+        assert_eq!(logs.len(), 1, "expected exactly one log, found {logs:?}\nstderr:\n{}", self.out.stderr);
         logs[0].clone()
     }
 }
@@ -257,9 +231,7 @@ pub fn list_files(dir: &Path) -> Vec<PathBuf> {
 /// Sets the environment that preloads the shim with `backend`, logging into `dir`
 /// (`dir/%e.%p.shimlog`).
 pub fn preload(cmd: &mut Command, backend: &str, dir: &Path) {
-    cmd.env("LD_PRELOAD", shim_lib())
-        .env("SHIM_BACKEND", backend)
-        .env("SHIM_LOG", dir.join("%e.%p.shimlog"));
+    cmd.env("LD_PRELOAD", shim_lib()).env("SHIM_BACKEND", backend).env("SHIM_LOG", dir.join("%e.%p.shimlog"));
 }
 
 /// A directory on tmpfs for the in-flight files of the programs this test binary runs
@@ -275,8 +247,13 @@ pub fn inflight_base() -> PathBuf {
         if let Ok(rd) = std::fs::read_dir(shm) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name.strip_prefix("itest-inflight-").and_then(|p| p.parse::<i32>().ok()) else { continue };
-                if unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                let Some(pid) = name.strip_prefix("itest-inflight-").and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if unsafe { libc::kill(pid, 0) } != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+                {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
             }
@@ -322,13 +299,9 @@ pub fn ownalloc_bin(name: &str) -> PathBuf {
 /// [`run_traced`] with SHIM_BACKEND set to `backend`, or left unset when `None` (a program that
 /// brings its own allocator keeps it).
 pub fn run_traced_mode(backend: Option<&str>, make: impl FnOnce() -> Command) -> Traced {
-    let dir = tempfile::Builder::new()
-        .prefix("itest-logs-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("itest-logs-").tempdir().expect("tempdir");
     let mut cmd = make();
-    cmd.env("LD_PRELOAD", shim_lib())
-        .env("SHIM_LOG", dir.path().join("%e.%p.shimlog"));
+    cmd.env("LD_PRELOAD", shim_lib()).env("SHIM_LOG", dir.path().join("%e.%p.shimlog"));
     if let Some(b) = backend {
         cmd.env("SHIM_BACKEND", b);
     }
@@ -338,10 +311,7 @@ pub fn run_traced_mode(backend: Option<&str>, make: impl FnOnce() -> Command) ->
 
 /// Runs the command `make()` builds under the shim with `backend`, logs in a fresh directory.
 pub fn run_traced(backend: &str, make: impl FnOnce() -> Command) -> Traced {
-    let dir = tempfile::Builder::new()
-        .prefix("itest-logs-")
-        .tempdir()
-        .expect("tempdir");
+    let dir = tempfile::Builder::new().prefix("itest-logs-").tempdir().expect("tempdir");
     let mut cmd = make();
     preload(&mut cmd, backend, dir.path());
     let out = run(cmd);
@@ -356,9 +326,7 @@ pub fn dump_jsonl(log: &Path) -> Vec<serde_json::Value> {
     out.assert_success("shimlog dump --format jsonl");
     out.stdout_str()
         .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("dump line is not JSON ({e}): {l}"))
-        })
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("dump line is not JSON ({e}): {l}")))
         .collect()
 }
 
@@ -488,14 +456,11 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
         // The block given back, if any.
         let freed = match e.op {
             Op::Free | Op::FreeSized if e.ptr != 0 => Some(e.ptr),
-            Op::Realloc | Op::Reallocarray if e.old != 0 && (e.ptr != 0 || e.requested() == 0) => {
-                Some(e.old)
-            }
+            Op::Realloc | Op::Reallocarray if e.old != 0 && (e.ptr != 0 || e.requested() == 0) => Some(e.old),
             _ => None,
         };
         if let Some(p) = freed {
-            let late_realloc =
-                matches!(e.op, Op::Realloc | Op::Reallocarray) && contested.contains_key(&p);
+            let late_realloc = matches!(e.op, Op::Realloc | Op::Reallocarray) && contested.contains_key(&p);
             if late_realloc {
                 // The displaced owner's realloc, stamped after another thread got its block.
                 let (tid, kept) = contested.remove(&p).unwrap_or_default();
@@ -521,9 +486,7 @@ pub fn analyze_opts(path: &Path, keep: impl Fn(&Event) -> bool, store: bool) -> 
         }
         if e.op.allocates() && e.ptr != 0 {
             let want = match e.op {
-                Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => {
-                    e.align().max(1).next_power_of_two()
-                }
+                Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign => e.align().max(1).next_power_of_two(),
                 Op::Valloc | Op::Pvalloc => page,
                 _ => 1,
             };
@@ -572,11 +535,7 @@ pub fn python3() -> PathBuf {
     });
     out.assert_success("python3 -c 'print(sys.executable)'");
     let p = PathBuf::from(out.stdout_str().trim());
-    assert!(
-        p.is_file(),
-        "python3 reports {} as its executable, which is not a file",
-        p.display()
-    );
+    assert!(p.is_file(), "python3 reports {} as its executable, which is not a file", p.display());
     p
 }
 
@@ -605,16 +564,10 @@ impl Checks {
         });
     }
     pub fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
-        self.check(got == want, || {
-            format!("{what}: got {got:?}, want {want:?}")
-        });
+        self.check(got == want, || format!("{what}: got {got:?}, want {want:?}"));
     }
     /// Panics listing every failed check.
     pub fn finish(self, context: &str) {
-        assert!(
-            self.failed.is_empty(),
-            "{context}:\n  - {}",
-            self.failed.join("\n  - ")
-        );
+        assert!(self.failed.is_empty(), "{context}:\n  - {}", self.failed.join("\n  - "));
     }
 }

@@ -29,11 +29,8 @@ const LOOP_ITERS: (u64, u64) = (10_000, 110_000);
 const LOG_RECORDS: (u64, u64) = (20_000, 220_000);
 
 fn valgrind() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("valgrind"))
-            .find(|p| p.is_file())
-    });
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("valgrind")).find(|p| p.is_file()));
     found.unwrap_or_else(|| {
         panic!(
             "valgrind not found on PATH: the instruction budgets need it (Debian's `valgrind` package; `make test` installs it as root through tools/test-deps.sh)"
@@ -43,21 +40,13 @@ fn valgrind() -> PathBuf {
 
 /// `program args` under callgrind, one output file per thread (stem-NN, or stem.PID-NN with
 /// children traced), address-space randomisation off.
-fn callgrind(
-    stem: &Path,
-    children: bool,
-    program: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> Output {
+fn callgrind(stem: &Path, children: bool, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = command(valgrind());
-    c.arg("--tool=callgrind")
-        .arg("--separate-threads=yes")
-        .arg(format!(
-            "--callgrind-out-file={}{}",
-            stem.display(),
-            if children { ".%p" } else { "" }
-        ));
+    c.arg("--tool=callgrind").arg("--separate-threads=yes").arg(format!(
+        "--callgrind-out-file={}{}",
+        stem.display(),
+        if children { ".%p" } else { "" }
+    ));
     if children {
         c.arg("--trace-children=yes");
     }
@@ -81,16 +70,9 @@ fn callgrind(
 /// Instructions of a callgrind run, per process: {pid or 0: total over its threads}.
 fn totals(stem: &Path) -> BTreeMap<u32, u64> {
     let dir = stem.parent().expect("stem in a directory");
-    let base = stem
-        .file_name()
-        .expect("stem name")
-        .to_string_lossy()
-        .into_owned();
+    let base = stem.file_name().expect("stem name").to_string_lossy().into_owned();
     let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(dir)
-        .expect("read the callgrind directory")
-        .flatten()
-    {
+    for e in std::fs::read_dir(dir).expect("read the callgrind directory").flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name.strip_prefix(&base) else {
             continue;
@@ -113,19 +95,12 @@ fn totals(stem: &Path) -> BTreeMap<u32, u64> {
         }
         let n = text
             .lines()
-            .find_map(|l| {
-                l.strip_prefix("totals:")
-                    .or_else(|| l.strip_prefix("summary:"))
-            })
+            .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("{}: no totals line", e.path().display()));
         *out.entry(pid).or_insert(0) += n;
     }
-    assert!(
-        !out.is_empty(),
-        "callgrind left no output files for {}",
-        stem.display()
-    );
+    assert!(!out.is_empty(), "callgrind left no output files for {}", stem.display());
     out
 }
 
@@ -134,10 +109,7 @@ fn main_thread(stem: &Path) -> u64 {
     let p = PathBuf::from(format!("{}-01", stem.display()));
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
+        .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("{}: no totals line", p.display()))
 }
@@ -170,9 +142,7 @@ fn stats_events(logs: &[PathBuf]) -> u64 {
     c.arg("stats").arg("--json").args(logs);
     let out = run(c);
     out.assert_success("shimlog stats");
-    out.json()["events"]
-        .as_u64()
-        .expect("stats --json has events")
+    out.json()["events"].as_u64().expect("stats --json has events")
 }
 
 /// A figure: instructions per event, and how it was measured.
@@ -220,38 +190,23 @@ fn recorded(dir: &Path, calls: u64) {
     assert_eq!(l.len(), 1, "recording left one log: {l:?}");
     let ev = stats_events(&l);
     // Its events: every call, the thread's start and exit, the RSS samples, the end.
-    assert!(
-        ev >= calls && ev <= calls + 64,
-        "{}: {ev} events for {calls} calls",
-        l[0].display()
-    );
+    assert!(ev >= calls && ev <= calls + 64, "{}: {ev} events for {calls} calls", l[0].display());
 }
 
 fn watched(dir: &Path, calls: u64) {
     let l = logs_in(dir, "budget_loop.");
     // Window 0, the watch log, and no window.
     assert_eq!(l.len(), 1, "watching left the watch log alone: {l:?}");
-    assert!(
-        l[0].to_string_lossy().ends_with(".0.shimlog"),
-        "{l:?} is not the watch log"
-    );
+    assert!(l[0].to_string_lossy().ends_with(".0.shimlog"), "{l:?} is not the watch log");
     let ev = stats_events(&l);
-    assert!(
-        ev < calls / 10,
-        "the watch log holds {ev} events for {calls} calls: calls were recorded"
-    );
+    assert!(ev < calls / 10, "the watch log holds {ev} events for {calls} calls: calls were recorded");
 }
 
 fn synth(dir: &Path, name: &str, records: u64, threads: u32) -> PathBuf {
     let p = dir.join(format!("{name}-{records}.shimlog"));
     let w = recorder::synth::write(&p.display().to_string(), records, threads, 2000, 1)
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", p.display()));
-    assert_eq!(
-        w.records,
-        records + threads as u64 + 1,
-        "synthetic log {}",
-        p.display()
-    );
+    assert_eq!(w.records, records + threads as u64 + 1, "synthetic log {}", p.display());
     PathBuf::from(w.path)
 }
 
@@ -264,17 +219,10 @@ fn stats_figure(dir: &Path) -> Figure {
             &stem,
             false,
             &shimlog_bin(),
-            &[
-                "stats",
-                "--one-thread",
-                "--json",
-                &log.display().to_string(),
-            ],
+            &["stats", "--one-thread", "--json", &log.display().to_string()],
             &[],
         );
-        let ev = out.json()["events"]
-            .as_u64()
-            .expect("stats --json has events");
+        let ev = out.json()["events"].as_u64().expect("stats --json has events");
         got.push((ev, totals(&stem).values().sum::<u64>()));
     }
     let (e0, i0) = got[0];
@@ -299,36 +247,19 @@ fn replay_figures(dir: &Path) -> (Figure, Figure) {
             &stem,
             true,
             &shimlog_bin(),
-            &[
-                "replay",
-                "--backend",
-                "glibc",
-                "--json",
-                &log.display().to_string(),
-            ],
+            &["replay", "--backend", "glibc", "--json", &log.display().to_string()],
             &[],
         );
         let doc = out.json();
         let calls = doc["plan"]["calls"]
             .as_u64()
             .unwrap_or_else(|| panic!("replay --json has no plan.calls: {}", doc["plan"]));
-        assert!(
-            doc["backends"][0]["error"].is_null(),
-            "the replay failed: {}",
-            doc["backends"][0]
-        );
+        assert!(doc["backends"][0]["error"].is_null(), "the replay failed: {}", doc["backends"][0]);
         let t = totals(&stem);
-        let parent = *t.get(&out.pid).unwrap_or_else(|| {
-            panic!(
-                "no callgrind file of the replay's own process {} in {t:?}",
-                out.pid
-            )
-        });
-        let children: Vec<u64> = t
-            .iter()
-            .filter(|(p, _)| **p != out.pid)
-            .map(|(_, v)| *v)
-            .collect();
+        let parent = *t
+            .get(&out.pid)
+            .unwrap_or_else(|| panic!("no callgrind file of the replay's own process {} in {t:?}", out.pid));
+        let children: Vec<u64> = t.iter().filter(|(p, _)| **p != out.pid).map(|(_, v)| *v).collect();
         assert_eq!(children.len(), 1, "one replay child (glibc): {t:?}");
         got.push((records, calls, parent, children[0]));
     }
@@ -357,14 +288,9 @@ fn instruction_budgets() {
         &std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display())),
     )
     .unwrap_or_else(|e| panic!("{}: not JSON: {e}", file.display()));
-    let tolerance = budgets["tolerance_percent"]
-        .as_f64()
-        .expect("budgets.json: tolerance_percent");
+    let tolerance = budgets["tolerance_percent"].as_f64().expect("budgets.json: tolerance_percent");
     valgrind();
-    let tmp = tempfile::Builder::new()
-        .prefix("itest-budget-")
-        .tempdir()
-        .unwrap();
+    let tmp = tempfile::Builder::new().prefix("itest-budget-").tempdir().unwrap();
     let dir = tmp.path();
 
     let mut figs: BTreeMap<&str, Figure> = BTreeMap::new();
@@ -380,31 +306,16 @@ fn instruction_budgets() {
         let other = sc.spawn(|| (stats_figure(dir), replay_figures(dir)));
         let (bare, _) = loop_figure(dir, "bare", &[], no_check);
         let (rec, _) = loop_figure(dir, "record", &[("SHIM_BACKEND", "glibc")], recorded);
-        let (off, _) = loop_figure(
-            dir,
-            "forward",
-            &[("SHIM_BACKEND", "glibc"), ("SHIM_TRACE", "0")],
-            no_log,
-        );
+        let (off, _) = loop_figure(dir, "forward", &[("SHIM_BACKEND", "glibc"), ("SHIM_TRACE", "0")], no_log);
         let (watch, _) = loop_figure(
             dir,
             "watch",
-            &[
-                ("SHIM_BACKEND", "glibc"),
-                ("SHIM_START", "1d"),
-                ("SHIM_WINDOW", "1s"),
-            ],
+            &[("SHIM_BACKEND", "glibc"), ("SHIM_START", "1d"), ("SHIM_WINDOW", "1s")],
             watched,
         );
-        let (switched, _) = loop_figure(
-            dir,
-            "switched",
-            &[("SHIM_BACKEND", "mimalloc"), ("SHIM_TRACE", "0")],
-            no_log,
-        );
-        let others = other
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let (switched, _) =
+            loop_figure(dir, "switched", &[("SHIM_BACKEND", "mimalloc"), ("SHIM_TRACE", "0")], no_log);
+        let others = other.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         ((bare, rec, off, watch, switched), others)
     });
     figs.insert(
@@ -416,27 +327,20 @@ fn instruction_budgets() {
     );
     figs.insert(
         "forward",
-        Figure {
-            value: off - bare,
-            how: loop_how("SHIM_TRACE=0 SHIM_BACKEND=glibc, less the bare run's"),
-        },
+        Figure { value: off - bare, how: loop_how("SHIM_TRACE=0 SHIM_BACKEND=glibc, less the bare run's") },
     );
     figs.insert(
         "watch",
         Figure {
             value: watch - bare,
-            how: loop_how(
-                "watching (SHIM_START=1d SHIM_WINDOW=1s SHIM_BACKEND=glibc), less the bare run's",
-            ),
+            how: loop_how("watching (SHIM_START=1d SHIM_WINDOW=1s SHIM_BACKEND=glibc), less the bare run's"),
         },
     );
     figs.insert(
         "switched_mimalloc",
         Figure {
             value: switched,
-            how: loop_how(
-                "SHIM_TRACE=0 SHIM_BACKEND=mimalloc, mimalloc's own instructions included",
-            ),
+            how: loop_how("SHIM_TRACE=0 SHIM_BACKEND=mimalloc, mimalloc's own instructions included"),
         },
     );
     figs.insert("stats", stats);
@@ -444,39 +348,25 @@ fn instruction_budgets() {
     figs.insert("replay_plan", plan);
 
     let commit = Command::new("git")
-        .args([
-            "-C",
-            &root.display().to_string(),
-            "rev-parse",
-            "--short",
-            "HEAD",
-        ])
+        .args(["-C", &root.display().to_string(), "rev-parse", "--short", "HEAD"])
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let listed = budgets["figures"]
-        .as_object()
-        .expect("budgets.json: figures is an object");
+    let listed = budgets["figures"].as_object().expect("budgets.json: figures is an object");
     let mut failures = Vec::new();
     let mut measured = serde_json::Map::new();
     eprintln!("instructions per event (bare glibc loop: {bare:.1} per call, not budgeted)");
-    eprintln!(
-        "{:<18} {:>9} {:>9} {:>9}  verdict",
-        "figure", "measured", "budget", "limit"
-    );
+    eprintln!("{:<18} {:>9} {:>9} {:>9}  verdict", "figure", "measured", "budget", "limit");
     for (name, f) in &figs {
-        measured.insert(
-            name.to_string(),
-            json!({ "measured": (f.value * 10.0).round() / 10.0, "how": f.how }),
-        );
+        measured
+            .insert(name.to_string(), json!({ "measured": (f.value * 10.0).round() / 10.0, "how": f.how }));
         let Some(b) = listed.get(*name) else {
             failures.push(format!("budget {name}: measured {:.1} instructions per event, but itest/budgets.json has no budget for it", f.value));
             continue;
         };
-        let budget = b["budget"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("budgets.json: {name}.budget is not a number"));
+        let budget =
+            b["budget"].as_f64().unwrap_or_else(|| panic!("budgets.json: {name}.budget is not a number"));
         let limit = budget * (1.0 + tolerance / 100.0);
         let over = f.value > limit;
         eprintln!(
@@ -510,12 +400,10 @@ fn instruction_budgets() {
     }
     let out_dir = root.join("target/budget");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let doc = json!({ "commit": commit, "bare_loop_per_call": (bare * 10.0).round() / 10.0, "figures": measured });
-    std::fs::write(
-        out_dir.join("measured.json"),
-        serde_json::to_string_pretty(&doc).unwrap() + "\n",
-    )
-    .unwrap();
+    let doc =
+        json!({ "commit": commit, "bare_loop_per_call": (bare * 10.0).round() / 10.0, "figures": measured });
+    std::fs::write(out_dir.join("measured.json"), serde_json::to_string_pretty(&doc).unwrap() + "\n")
+        .unwrap();
     assert!(
         failures.is_empty(),
         "\n{}\n(this run's figures: target/budget/measured.json)",

@@ -87,7 +87,18 @@ fn check(backend: &str) {
     // The jsonl dump says the same as the reader.
     let lines = dump_jsonl(&log);
     assert_eq!(lines.len() as u64, a.events, "dump --format jsonl printed a different number of events");
-    for op in ["malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc"] {
+    for op in [
+        "malloc",
+        "free",
+        "calloc",
+        "realloc",
+        "reallocarray",
+        "posix_memalign",
+        "aligned_alloc",
+        "memalign",
+        "valloc",
+        "pvalloc",
+    ] {
         let n = lines.iter().filter(|l| l["op"] == op).count() as u64;
         assert_eq!(n, a.count(op), "dump jsonl count of {op}");
     }

@@ -37,7 +37,9 @@ fn check(backend: &str, mode: &str) {
         let bad: Vec<&String> = a.issues.iter().filter(|i| !i.contains("cut off")).collect();
         ck.check(bad.is_empty(), || format!("read issues besides truncation: {bad:?}"));
         let n8002 = a.kept.iter().filter(|e| e.size == 8002).count();
-        ck.check(n8002 > 0, || "none of the main thread's 8002-byte mallocs of the last 1.5 s reached the log".into());
+        ck.check(n8002 > 0, || {
+            "none of the main thread's 8002-byte mallocs of the last 1.5 s reached the log".into()
+        });
     } else {
         ck.check(a.issues.is_empty(), || format!("read issues: {:?}", a.issues));
         ck.check(a.clean_end, || "no end record after a normal exit".into());

@@ -28,7 +28,9 @@ fn check(backend: &str) {
     let mut found: Vec<(PathBuf, Analysis)> = Vec::new();
     for l in &logs {
         match recorder::LogReader::open(l.to_str().unwrap()) {
-            Ok(_) => found.push((l.clone(), analyze(l, |e| e.op == Op::Malloc && (7001..=7004).contains(&e.size)))),
+            Ok(_) => {
+                found.push((l.clone(), analyze(l, |e| e.op == Op::Malloc && (7001..=7004).contains(&e.size))))
+            }
             Err(e) => ck.failed.push(format!(
                 "{} ({} bytes) does not open: {e}",
                 l.display(),
@@ -36,22 +38,29 @@ fn check(backend: &str) {
             )),
         }
     }
-    let find = |pid: u32, forked: bool| found.iter().find(|(_, a)| a.header.pid == pid && a.header.forked == forked);
+    let find =
+        |pid: u32, forked: bool| found.iter().find(|(_, a)| a.header.pid == pid && a.header.forked == forked);
     let sized = |a: &Analysis, size: u64| a.kept.iter().filter(|e| e.size == size).count() as u64;
 
     for (l, a) in &found {
         ck.check(a.issues.is_empty(), || format!("{}: read issues {:?}", l.display(), a.issues));
-        ck.check(a.double_live == 0, || format!("{}: address live twice {:?}", l.display(), a.double_examples));
+        ck.check(a.double_live == 0, || {
+            format!("{}: address live twice {:?}", l.display(), a.double_examples)
+        });
         // A forked child frees blocks its parent made before the fork: only the others are strict.
         if !a.header.forked {
-            ck.check(a.unmatched_frees == 0, || format!("{}: unmatched frees {:?}", l.display(), a.unmatched_examples));
+            ck.check(a.unmatched_frees == 0, || {
+                format!("{}: unmatched frees {:?}", l.display(), a.unmatched_examples)
+            });
         }
     }
     match find(parent, false) {
         Some((l, a)) => {
             ck.eq("parent: mallocs of 7001", sized(a, 7001), 3);
             ck.eq("parent: its 7001 blocks freed", a.kept_live.len(), 0);
-            ck.check(a.count("fork") >= 2, || format!("{}: {} fork records, want >= 2", l.display(), a.count("fork")));
+            ck.check(a.count("fork") >= 2, || {
+                format!("{}: {} fork records, want >= 2", l.display(), a.count("fork"))
+            });
             ck.check(a.clean_end, || format!("{}: parent log has no end record", l.display()));
             ck.eq("parent: header ppid", a.header.ppid, std::process::id());
         }
@@ -94,7 +103,9 @@ fn check(backend: &str) {
     match find(sh, false) {
         Some((_, a)) => {
             let exe = a.header.exe.rsplit('/').next().unwrap_or("").to_string();
-            ck.check(exe == "sh" || exe == "dash" || exe == "bash", || format!("sh log exe is {}", a.header.exe));
+            ck.check(exe == "sh" || exe == "dash" || exe == "bash", || {
+                format!("sh log exe is {}", a.header.exe)
+            });
         }
         None => ck.failed.push(format!("no log for /bin/sh (pid {sh}, exec'd)")),
     }

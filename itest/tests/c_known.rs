@@ -20,7 +20,8 @@ fn check(backend: &str) {
     let p = t.out.json();
     assert_eq!(p["errors"], 0);
     let u = |v: &serde_json::Value| v.as_u64().unwrap();
-    let (main_tid, tid_a, tid_b) = (u(&p["main_tid"]) as u32, u(&p["thread_a_tid"]) as u32, u(&p["thread_b_tid"]) as u32);
+    let (main_tid, tid_a, tid_b) =
+        (u(&p["main_tid"]) as u32, u(&p["thread_a_tid"]) as u32, u(&p["thread_b_tid"]) as u32);
 
     let log = t.only_log();
     let sound = analyze(&log, |_| false);
@@ -63,18 +64,28 @@ fn check(backend: &str) {
             if let Some(b) = live.remove(&ptr) {
                 live_bytes -= b.size;
                 let held = e.ts_ns.saturating_sub(b.ts);
-                if ((b.size == 4100 && b.tid == main_tid) || (b.size == 2048 && b.tid == tid_a)) && held < 2_000_000 {
+                if ((b.size == 4100 && b.tid == main_tid) || (b.size == 2048 && b.tid == tid_a))
+                    && held < 2_000_000
+                {
                     short_held.push((b.size, held));
                 }
                 if b.size == 2048 && b.tid == tid_a && e.tid == tid_b {
                     cross_2048 += 1;
                 }
                 if b.size == 72 && b.tid == main_tid {
-                    if allocs - b.allocs_before - 1 == 10 { ten_between.0 += 1 } else { ten_between.1 += 1 }
+                    if allocs - b.allocs_before - 1 == 10 {
+                        ten_between.0 += 1
+                    } else {
+                        ten_between.1 += 1
+                    }
                 }
                 if b.size == 48 && b.tid == main_tid && e.op == Op::Free {
                     let prev = last_on_thread.get(&e.tid);
-                    if prev.is_some_and(|p| p.op == Op::Malloc && p.ptr == ptr) { immediate.0 += 1 } else { immediate.1 += 1 }
+                    if prev.is_some_and(|p| p.op == Op::Malloc && p.ptr == ptr) {
+                        immediate.0 += 1
+                    } else {
+                        immediate.1 += 1
+                    }
                 }
             }
         }
@@ -97,7 +108,11 @@ fn check(backend: &str) {
 
     let baseline = baseline.expect("the program's first malloc(1000) is not in the log");
     ck.check(baseline < 64 << 10, || format!("{baseline} bytes live before main's first block"));
-    ck.eq("peak live bytes less what was live before the program's first block", peak - baseline, u(&p["peak_live_bytes"]));
+    ck.eq(
+        "peak live bytes less what was live before the program's first block",
+        peak - baseline,
+        u(&p["peak_live_bytes"]),
+    );
     ck.eq("2048-byte blocks made by thread A and freed by thread B", cross_2048, 50);
     let main_bursts: Vec<u64> = bursts.iter().filter(|(t, _)| *t == main_tid).map(|(_, n)| *n).collect();
     ck.eq("main thread's free bursts (runs of >= 64 frees)", main_bursts, vec![100, 64]);

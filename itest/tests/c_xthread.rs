@@ -42,10 +42,18 @@ fn check(backend: &str) {
         let (smin, smax) = (w["size_min"].as_u64().unwrap(), w["size_max"].as_u64().unwrap());
         let own = a.kept.iter().filter(|e| e.tid == tid && (smin..=smax).contains(&e.size)).count() as u64;
         ck.eq(&format!("worker {i} (tid {tid}): mallocs of its sizes"), own, n);
-        ck.eq(&format!("worker {i}: program blocks allocated on its thread"), mallocs_by.get(&tid).copied().unwrap_or(0), n);
+        ck.eq(
+            &format!("worker {i}: program blocks allocated on its thread"),
+            mallocs_by.get(&tid).copied().unwrap_or(0),
+            n,
+        );
         // Each of the worker's frees is of a block its predecessor allocated.
         let frees = a.kept_pairs.get(&(prev, tid)).copied().unwrap_or(0);
-        ck.eq(&format!("worker {i}: frees of blocks thread {prev} made"), frees, w["frees"].as_u64().unwrap());
+        ck.eq(
+            &format!("worker {i}: frees of blocks thread {prev} made"),
+            frees,
+            w["frees"].as_u64().unwrap(),
+        );
     }
     let cross: u64 = a.kept_pairs.iter().filter(|((x, y), _)| x != y).map(|(_, n)| n).sum();
     let same: u64 = a.kept_pairs.iter().filter(|((x, y), _)| x == y).map(|(_, n)| n).sum();

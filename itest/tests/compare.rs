@@ -16,7 +16,15 @@ const DURATION_MS: u32 = 2000;
 
 /// compare_load under the shim with `backend`, every call timed, its log at dir/NAME.shimlog
 /// (window logs: dir/NAME.N.shimlog with `env` setting windows).
-fn load(dir: &Path, name: &str, backend: &str, live_kib: u32, per_ms: u32, seed: u32, env: &[(&str, &str)]) -> PathBuf {
+fn load(
+    dir: &Path,
+    name: &str,
+    backend: &str,
+    live_kib: u32,
+    per_ms: u32,
+    seed: u32,
+    env: &[(&str, &str)],
+) -> PathBuf {
     let mut c = command(cprog("compare_load"));
     c.args([live_kib.to_string(), per_ms.to_string(), DURATION_MS.to_string(), seed.to_string()])
         .env("LD_PRELOAD", shim_lib())
@@ -30,7 +38,11 @@ fn load(dir: &Path, name: &str, backend: &str, live_kib: u32, per_ms: u32, seed:
     }
     let out = run(c);
     out.assert_success(&format!("compare_load {name} on {backend}"));
-    let log = if env.is_empty() { dir.join(format!("{name}.shimlog")) } else { dir.join(format!("{name}.0.shimlog")) };
+    let log = if env.is_empty() {
+        dir.join(format!("{name}.shimlog"))
+    } else {
+        dir.join(format!("{name}.0.shimlog"))
+    };
     assert!(log.is_file(), "{} was not written; stderr:\n{}", log.display(), out.stderr);
     log
 }
@@ -111,24 +123,49 @@ fn same_program_twice_no_difference_beyond_the_noise() {
             .expect("metrics")
             .iter()
             .filter(|m| m["differs"] == true)
-            .map(|m| format!("{} {} -> {} ({} .. {})", m["name"], m["base"], m["candidate"], m["relative_interval"][0], m["relative_interval"][1]))
+            .map(|m| {
+                format!(
+                    "{} {} -> {} ({} .. {})",
+                    m["name"],
+                    m["base"],
+                    m["candidate"],
+                    m["relative_interval"][0],
+                    m["relative_interval"][1]
+                )
+            })
             .collect();
         assert!(alarms.is_empty(), "seed {seed}: a false alarm on {alarms:?}");
         for v in doc["verdicts"].as_array().expect("verdicts") {
             let t = v["text"].as_str().expect("text");
             assert!(
-                t.contains("no difference beyond the noise") || t.contains("not compared") || t.contains("not judged from fewer than 5 logs a side"),
+                t.contains("no difference beyond the noise")
+                    || t.contains("not compared")
+                    || t.contains("not judged from fewer than 5 logs a side"),
                 "seed {seed}: {t}"
             );
         }
         // Every metric a full log gives is compared.
-        for m in ["alloc_p50", "alloc_p99", "alloc_p999", "rss_peak", "rss_mean", "live_peak", "stalls_per_hour", "calls_per_s"] {
+        for m in [
+            "alloc_p50",
+            "alloc_p99",
+            "alloc_p999",
+            "rss_peak",
+            "rss_mean",
+            "live_peak",
+            "stalls_per_hour",
+            "calls_per_s",
+        ] {
             assert!(metric(&doc, m)["not_compared"].is_null(), "seed {seed}: {m} not compared: {doc:#}");
         }
         // The text report: exit 0, one verdict line per group.
         let out = shimlog(&["compare", path(&a), "--vs", path(&b)]);
         out.assert_success("shimlog compare");
-        assert_eq!(out.stdout_str().lines().filter(|l| l.starts_with("verdict: ")).count(), 4, "{}", out.stdout_str());
+        assert_eq!(
+            out.stdout_str().lines().filter(|l| l.starts_with("verdict: ")).count(),
+            4,
+            "{}",
+            out.stdout_str()
+        );
     }
     // Two runs a side, taken in turns (a machine whose load changes between the sides'
     // runs would otherwise show it as a difference): memory and calls judged, latency and
@@ -141,7 +178,8 @@ fn same_program_twice_no_difference_beyond_the_noise() {
     }
     let doc = compare_json(&paths(&base), &paths(&cand));
     for m in doc["metrics"].as_array().expect("metrics").iter().filter(|m| m["not_compared"].is_null()) {
-        let noisy = m["group"] == "latency" || ["stalls_per_hour", "stall_max", "calls_per_s"].contains(&m["name"].as_str().unwrap());
+        let noisy = m["group"] == "latency"
+            || ["stalls_per_hour", "stall_max", "calls_per_s"].contains(&m["name"].as_str().unwrap());
         assert_eq!(m["judged"], !noisy, "two logs a side: {m}");
         assert_eq!(m["differs"], false, "two runs a side, a false alarm: {m}");
     }
@@ -180,7 +218,12 @@ fn half_as_many_bytes_again_live_is_found() {
     let out = fail_if(&base, &more, "rss_peak>+80%");
     assert_eq!(exit_code(&out), 0, "rss_peak>+80% should pass (about +40% more RSS): {}", out.stderr);
     let out = fail_if(&base, &more, "rss_peak>+64MiB,calls_per_s>+10%");
-    assert_eq!(exit_code(&out), 0, "16 MiB more is under +64MiB, and the calls did not change: {}", out.stderr);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "16 MiB more is under +64MiB, and the calls did not change: {}",
+        out.stderr
+    );
     let out = fail_if(&base, &more, "rss_peak>+8MiB");
     assert_eq!(exit_code(&out), 1, "16 MiB more is over +8MiB: {}", out.stderr);
 }
@@ -218,7 +261,10 @@ fn glibc_against_mimalloc() {
     let text = out.stdout_str();
     assert!(text.contains("glibc") && text.contains("mimalloc"), "{text}");
     for row in ["alloc_p50", "alloc_p99", "rss_peak", "live_peak", "calls_per_s"] {
-        assert!(text.lines().any(|l| l.get(1..).is_some_and(|x| x.trim_start().starts_with(row))), "no {row} row:\n{text}");
+        assert!(
+            text.lines().any(|l| l.get(1..).is_some_and(|x| x.trim_start().starts_with(row))),
+            "no {row} row:\n{text}"
+        );
     }
     assert_eq!(text.lines().filter(|l| l.starts_with("verdict: ")).count(), 4, "{text}");
     // The same calls, whatever serves them.
@@ -239,14 +285,22 @@ fn watch_logs_compared() {
         assert!(metric(&doc, m)["not_compared"].is_null(), "{m}: {doc:#}");
     }
     assert!(!metric(&doc, "alloc_p50")["not_compared"].is_null(), "a watch log has no calls: {doc:#}");
-    let stats: Vec<&Value> = doc["metrics"].as_array().expect("metrics").iter().filter(|m| m["group"] == "allocator_stats").collect();
+    let stats: Vec<&Value> = doc["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter(|m| m["group"] == "allocator_stats")
+        .collect();
     assert!(!stats.is_empty(), "jemalloc's statistics should be compared: {doc:#}");
     let out = shimlog(&["compare", path(&a), "--vs", path(&b)]);
     out.assert_success("compare of two watch logs");
     assert!(out.stdout_str().contains("verdict: the allocator's own statistics"), "{}", out.stdout_str());
     // Each side's watch log with its windows' logs: a group.
     let side = |name: &str| -> Vec<PathBuf> {
-        list_files(dir.path()).into_iter().filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(name)).collect()
+        list_files(dir.path())
+            .into_iter()
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(name))
+            .collect()
     };
     let (ga, gb) = (side("wa."), side("wb."));
     assert!(ga.len() >= 2 && gb.len() >= 2, "windows' logs: {ga:?} {gb:?}");
@@ -265,12 +319,25 @@ fn refuses_what_cannot_be_compared() {
     c.args(["1000", "1"]).env("LD_PRELOAD", shim_lib()).env("SHIM_LOG", dir.path().join("idle.shimlog"));
     run(c).assert_success("idle under the shim");
     let idle = dir.path().join("idle.shimlog");
-    assert_refused(&shimlog(&["compare", path(&load_log), "--vs", path(&idle)]), &["different programs", "--force"]);
+    assert_refused(
+        &shimlog(&["compare", path(&load_log), "--vs", path(&idle)]),
+        &["different programs", "--force"],
+    );
     let out = shimlog(&["compare", path(&load_log), "--vs", path(&idle), "--force"]);
     out.assert_success("different programs with --force");
 
     // An unknown metric in --fail-if: one line naming the accepted ones.
-    let names = ["live_peek", "alloc_p50", "alloc_p99", "alloc_p999", "rss_peak", "rss_mean", "live_peak", "stalls_per_hour", "calls_per_s"];
+    let names = [
+        "live_peek",
+        "alloc_p50",
+        "alloc_p99",
+        "alloc_p999",
+        "rss_peak",
+        "rss_mean",
+        "live_peak",
+        "stalls_per_hour",
+        "calls_per_s",
+    ];
     assert_refused(&fail_if(&load_log, &load_log, "live_peek>+10%"), &names);
     // A threshold in the wrong unit.
     assert_refused(&fail_if(&load_log, &load_log, "alloc_p99>+5MiB"), &["a time"]);
@@ -309,7 +376,10 @@ fn call_sites_that_moved() {
     assert_eq!(sites["estimated"], true, "{sites:#}");
     let top = &sites["live_at_peak_bytes"][0];
     assert!(top["site"].as_str().expect("site").contains("main"), "{sites:#}");
-    assert!(top["change"].as_f64().expect("change") > 8.0 * 1024.0 * 1024.0, "about 16 MiB more live at main: {sites:#}");
+    assert!(
+        top["change"].as_f64().expect("change") > 8.0 * 1024.0 * 1024.0,
+        "about 16 MiB more live at main: {sites:#}"
+    );
     let out = shimlog(&["compare", path(&a), "--vs", path(&b)]);
     out.assert_success("compare with stacks");
     assert!(out.stdout_str().contains("call sites that moved most"), "{}", out.stdout_str());

@@ -67,7 +67,8 @@ fn start_stop_status_on_a_running_program() {
     assert!(a.issues.is_empty() && a.clean_end, "window 1: {:?}", a.issues);
     assert!(a.count("malloc") >= 1000, "window 1 has {} mallocs", a.count("malloc"));
     let r = LogReader::open(dir.path().join("c.0.shimlog").to_str().unwrap()).expect("watch log");
-    let marks: Vec<(u64, u64)> = r.events().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    let marks: Vec<(u64, u64)> =
+        r.events().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
     assert_eq!(marks, [(1, window_event::START_DEMAND), (1, window_event::END_DEMAND)]);
     assert!(!dir.path().join("c.2.shimlog").exists());
 }
@@ -87,7 +88,11 @@ fn another_user_cannot_drive_it() {
             .output();
         match out {
             Ok(o) => {
-                assert!(!o.status.success(), "nobody drove the process: {}", String::from_utf8_lossy(&o.stdout));
+                assert!(
+                    !o.status.success(),
+                    "nobody drove the process: {}",
+                    String::from_utf8_lossy(&o.stdout)
+                );
             }
             Err(e) => itest::need(&format!("setpriv ({e})"), "apt-get install util-linux"),
         }
@@ -132,7 +137,8 @@ fn a_signal_toggles_a_window() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the program's JSON");
     assert_eq!(v["batch"], 100);
     let r = LogReader::open(dir.path().join("s.0.shimlog").to_str().unwrap()).expect("watch log");
-    let marks: Vec<(u64, u64)> = r.events().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    let marks: Vec<(u64, u64)> =
+        r.events().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
     assert_eq!(marks, [(1, window_event::START_SIGNAL), (1, window_event::END_SIGNAL)]);
     let a = analyze(&dir.path().join("s.1.shimlog"), |_| false);
     assert!(a.clean_end && a.count("malloc") > 1000, "window 1: {} mallocs", a.count("malloc"));

@@ -81,7 +81,10 @@ fn recovered(log: &Path, pid: u32, calls: u64, end: &str, what: &str) {
     assert!(!inflight.exists(), "{what}: the in-flight file stayed after recovery");
     let r = LogReader::open(log.to_str().unwrap()).unwrap();
     let got = main_calls(&r, pid);
-    assert!(got >= calls, "{what}: the log has {got} calls of the main thread; it printed {calls} before it died");
+    assert!(
+        got >= calls,
+        "{what}: the log has {got} calls of the main thread; it printed {calls} before it died"
+    );
     match r.ending {
         Ending::Recovered { end: e, records } => {
             assert!(records > 0, "{what}: nothing recovered");
@@ -139,7 +142,9 @@ fn sigpipe_when_the_reader_goes() {
 #[test]
 fn segv_and_abort() {
     for b in BACKENDS {
-        for (mode, sig, end) in [("segv", libc::SIGSEGV, KILLED), ("abort", libc::SIGABRT, "abort() called (SIGABRT)")] {
+        for (mode, sig, end) in
+            [("segv", libc::SIGSEGV, KILLED), ("abort", libc::SIGABRT, "abort() called (SIGABRT)")]
+        {
             let dir = tempfile::tempdir().unwrap();
             let mut child = start(b, mode, dir.path(), |_| {});
             let pid = child.id();
@@ -185,7 +190,10 @@ fn memory_cgroup() -> Option<PathBuf> {
 #[test]
 fn oom_killer_in_a_memory_limited_cgroup() {
     let Some(parent) = memory_cgroup() else {
-        return itest::skip("cgroup", "no memory cgroup found in /proc/self/cgroup (no cgroup delegation here)");
+        return itest::skip(
+            "cgroup",
+            "no memory cgroup found in /proc/self/cgroup (no cgroup delegation here)",
+        );
     };
     for b in BACKENDS {
         let cg = parent.join(format!("shim-oom-{}-{b}", std::process::id()));
@@ -243,7 +251,10 @@ fn git_log_piped_into_head() {
         itest::need("git", "apt-get install git");
     }
     if !root.join(".git").exists() {
-        return itest::skip("repo", &format!("the sources at {} are no git repository (an unpacked tarball?)", root.display()));
+        return itest::skip(
+            "repo",
+            &format!("the sources at {} are no git repository (an unpacked tarball?)", root.display()),
+        );
     }
     for b in BACKENDS {
         let dir = tempfile::tempdir().unwrap();
@@ -279,7 +290,9 @@ fn shell_subshells_free_inherited_blocks() {
     for b in BACKENDS {
         let t = run_traced(b, || {
             let mut c = command("bash");
-            c.arg("-c").arg("x=$(echo b); for i in 1 2 3 4; do ( y=$i$x; : ); done; v=$(for j in 1 2; do echo $j; done)");
+            c.arg("-c").arg(
+                "x=$(echo b); for i in 1 2 3 4; do ( y=$i$x; : ); done; v=$(for j in 1 2; do echo $j; done)",
+            );
             c
         });
         t.out.assert_success("bash");
@@ -294,7 +307,12 @@ fn shell_subshells_free_inherited_blocks() {
         let inh = j["inherited"]["frees"].as_u64().unwrap_or(0);
         assert!(inh > 0, "{b}: no frees of inherited blocks matched");
         // A child alone: the same frees are unknown (nothing to match them with).
-        let child = j["logs"].as_array().unwrap().iter().find(|s| s["inherited"]["frees"].as_u64().unwrap_or(0) > 0).unwrap();
+        let child = j["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["inherited"]["frees"].as_u64().unwrap_or(0) > 0)
+            .unwrap();
         let mut c = command(shimlog_bin());
         c.args(["stats", "--json"]).arg(child["log"].as_str().unwrap());
         let alone = run(c).json();
@@ -307,7 +325,13 @@ fn shell_subshells_free_inherited_blocks() {
         out.assert_success("replay of a fork child");
         let r = out.json();
         assert_eq!(r["program"]["forked"], true, "{b}: replay's program");
-        let skipped = r["plan"]["skipped"]["unknown_free"].as_u64().unwrap() + r["plan"]["skipped"]["unknown_realloc"].as_u64().unwrap();
-        assert_eq!(skipped, child["inherited"]["frees"].as_u64().unwrap(), "{b}: replay skipped {}", r["plan"]["skipped"]);
+        let skipped = r["plan"]["skipped"]["unknown_free"].as_u64().unwrap()
+            + r["plan"]["skipped"]["unknown_realloc"].as_u64().unwrap();
+        assert_eq!(
+            skipped,
+            child["inherited"]["frees"].as_u64().unwrap(),
+            "{b}: replay skipped {}",
+            r["plan"]["skipped"]
+        );
     }
 }

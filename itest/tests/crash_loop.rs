@@ -31,7 +31,11 @@ fn log_of(logs: &Path, pid: u32) -> PathBuf {
 /// The in-flight files in `base`'s user directory: (path, bytes of tmpfs each takes).
 fn inflight_files(base: &Path) -> Vec<(String, u64)> {
     let dir = recorder::inflight::user_dir(base.to_str().unwrap());
-    recorder::reclaim::list(&dir).expect("list the in-flight directory").into_iter().map(|e| (e.path, e.bytes)).collect()
+    recorder::reclaim::list(&dir)
+        .expect("list the in-flight directory")
+        .into_iter()
+        .map(|e| (e.path, e.bytes))
+        .collect()
 }
 
 fn total_bytes(base: &Path) -> u64 {
@@ -41,7 +45,10 @@ fn total_bytes(base: &Path) -> u64 {
 /// The "calls N" line the program printed last.
 fn calls(out: &Output) -> u64 {
     let s = out.stdout_str();
-    s.lines().rev().find_map(|l| l.strip_prefix("calls ").and_then(|v| v.trim().parse().ok())).unwrap_or_else(|| panic!("no calls line in {s:?}\nstderr:\n{}", out.stderr))
+    s.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("calls ").and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no calls line in {s:?}\nstderr:\n{}", out.stderr))
 }
 
 fn died_of_abort(out: &Output) -> bool {
@@ -71,7 +78,11 @@ fn two_hundred_crashes_stay_under_the_cap_and_every_log_is_whole() {
     for i in 0..200 {
         let out = run(canary(&["abort", "30"], logs.path(), base.path(), "4M", "glibc"));
         assert!(died_of_abort(&out), "run {i}: ended with {}\nstderr:\n{}", out.status, out.stderr);
-        assert!(!out.stderr.contains("in-flight file removed"), "run {i}: a file was removed although every log is there:\n{}", out.stderr);
+        assert!(
+            !out.stderr.contains("in-flight file removed"),
+            "run {i}: a file was removed although every log is there:\n{}",
+            out.stderr
+        );
         runs.push((out.pid, calls(&out)));
         most = most.max(total_bytes(base.path()));
     }
@@ -92,7 +103,11 @@ fn two_hundred_crashes_stay_under_the_cap_and_every_log_is_whole() {
         assert_eq!(ended["how"], "recovered", "{}: {ended}", log.display());
         assert_eq!(ended["end"], "abort() called (SIGABRT)", "{}: {ended}", log.display());
         let got = j["ops"]["malloc"].as_u64().unwrap_or(0) + j["ops"]["free"].as_u64().unwrap_or(0);
-        assert!(got >= n && got <= n + RUNTIME_SLACK, "{}: {got} calls in the log, the program made {n}", log.display());
+        assert!(
+            got >= n && got <= n + RUNTIME_SLACK,
+            "{}: {got} calls in the log, the program made {n}",
+            log.display()
+        );
     }
     assert!(inflight_files(base.path()).is_empty(), "stats left in-flight files");
 }
@@ -104,7 +119,8 @@ fn dead_files(n: usize, logs: &Path, base: &Path) -> Vec<(PathBuf, String)> {
         let before: Vec<String> = inflight_files(base).into_iter().map(|f| f.0).collect();
         let out = run(canary(&["abort", "3"], logs, base, "off", "glibc"));
         assert!(died_of_abort(&out), "ended with {}\nstderr:\n{}", out.status, out.stderr);
-        let new: Vec<String> = inflight_files(base).into_iter().map(|f| f.0).filter(|p| !before.contains(p)).collect();
+        let new: Vec<String> =
+            inflight_files(base).into_iter().map(|f| f.0).filter(|p| !before.contains(p)).collect();
         assert_eq!(new.len(), 1, "the dead process left {new:?}");
         v.push((log_of(logs, out.pid), new[0].clone()));
         // Distinct modification times, so that "oldest" means something.
@@ -125,7 +141,10 @@ fn past_the_cap_the_oldest_go_first() {
     out.assert_success("the process that reclaims");
     let left: Vec<String> = inflight_files(base.path()).into_iter().map(|f| f.0).collect();
     let newest: Vec<String> = dead[9..].iter().map(|d| d.1.clone()).collect();
-    assert_eq!(left, newest, "left after a start with SHIM_INFLIGHT_MAX={cap} ({each} bytes a file): not the three newest");
+    assert_eq!(
+        left, newest,
+        "left after a start with SHIM_INFLIGHT_MAX={cap} ({each} bytes a file): not the three newest"
+    );
     assert!(total_bytes(base.path()) <= cap);
     for (log, _) in &dead[..9] {
         let r = LogReader::open(log.to_str().unwrap()).unwrap();
@@ -144,10 +163,16 @@ fn start_live(ms: u64, logs: &Path, base: &Path, max: &str, backend: &str) -> Ch
 fn a_live_process_file_is_never_touched() {
     let base = private_inflight_base();
     let logs = tempfile::tempdir().unwrap();
-    let long: Vec<Child> = ["glibc", "jemalloc"].iter().map(|b| start_live(6000, logs.path(), base.path(), "0", b)).collect();
+    let long: Vec<Child> =
+        ["glibc", "jemalloc"].iter().map(|b| start_live(6000, logs.path(), base.path(), "0", b)).collect();
     let wait_for = Instant::now() + Duration::from_secs(5);
     let files = loop {
-        let f: Vec<String> = long.iter().filter_map(|c| LogReader::open(log_of(logs.path(), c.id()).to_str().unwrap()).ok()?.header.inflight).collect();
+        let f: Vec<String> = long
+            .iter()
+            .filter_map(|c| {
+                LogReader::open(log_of(logs.path(), c.id()).to_str().unwrap()).ok()?.header.inflight
+            })
+            .collect();
         if f.len() == 2 {
             break f;
         }
@@ -172,7 +197,11 @@ fn a_live_process_file_is_never_touched() {
         std::io::Read::read_to_string(c.stdout.as_mut().unwrap(), &mut stdout).unwrap();
         let status = c.wait().unwrap();
         assert!(status.success(), "long process {pid}: {status}");
-        let n: u64 = stdout.trim().strip_prefix("calls ").and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{stdout:?}"));
+        let n: u64 = stdout
+            .trim()
+            .strip_prefix("calls ")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{stdout:?}"));
         assert_whole(&log_of(logs.path(), pid), n, "long process");
         assert!(!Path::new(&f).exists(), "{f}: left after a clean exit");
     }
@@ -196,10 +225,15 @@ fn orphan_then_start(env: &[(&str, &str)]) -> (Output, String, TempDir, TempDir)
 
 /// The log at `log` was closed by exit(0) and holds the `n` calls the program made.
 fn assert_whole(log: &Path, n: u64, what: &str) {
-    let r = LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{what}: {}: {e}", log.display()));
+    let r =
+        LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{what}: {}: {e}", log.display()));
     assert_eq!(r.ending, Ending::Exit { call: "exit", status: 0 }, "{what}: {}", log.display());
     let got = r.events().filter(|e| e.op.is_alloc_family()).count() as u64;
-    assert!(got >= n && got <= n + RUNTIME_SLACK, "{what}: {}: {got} calls logged, the program made {n}", log.display());
+    assert!(
+        got >= n && got <= n + RUNTIME_SLACK,
+        "{what}: {}: {got} calls logged, the program made {n}",
+        log.display()
+    );
 }
 
 #[test]
@@ -207,7 +241,11 @@ fn a_dead_process_whose_log_is_gone_has_its_file_removed_with_one_line() {
     let (out, file, _base, _logs) = orphan_then_start(&[]);
     let lines: Vec<&str> = out.stderr.lines().filter(|l| l.contains("in-flight")).collect();
     assert_eq!(lines.len(), 1, "stderr:\n{}", out.stderr);
-    assert!(lines[0].contains(&file) && lines[0].contains("is gone") && lines[0].starts_with("shim: "), "{}", lines[0]);
+    assert!(
+        lines[0].contains(&file) && lines[0].contains("is gone") && lines[0].starts_with("shim: "),
+        "{}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -230,9 +268,19 @@ fn shimlog_recover_all_recovers_and_removes_by_hand() {
     let text = out.stdout_str();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "one line per dead file and a total:\n{text}");
-    assert!(lines[0].contains(&dead[0].1) && lines[0].contains("is gone") && lines[0].contains("removed"), "{}", lines[0]);
+    assert!(
+        lines[0].contains(&dead[0].1) && lines[0].contains("is gone") && lines[0].contains("removed"),
+        "{}",
+        lines[0]
+    );
     for (i, (log, file)) in dead.iter().enumerate().skip(1) {
-        assert!(lines[i].contains(file.as_str()) && lines[i].contains("recovered") && lines[i].contains(log.to_str().unwrap()), "{}", lines[i]);
+        assert!(
+            lines[i].contains(file.as_str())
+                && lines[i].contains("recovered")
+                && lines[i].contains(log.to_str().unwrap()),
+            "{}",
+            lines[i]
+        );
         let r = LogReader::open(log.to_str().unwrap()).unwrap();
         assert!(matches!(r.ending, Ending::Recovered { .. }), "{}: {:?}", log.display(), r.ending);
     }
@@ -261,7 +309,8 @@ fn reclaiming_beside_a_fork() {
         let out = run(canary(&["fork", "600"], logs.path(), base.path(), "", b));
         out.assert_success(&format!("{b}: crashloop fork"));
         let text = out.stdout_str();
-        let child_line = text.lines().find(|l| l.starts_with("child ")).unwrap_or_else(|| panic!("{b}: {text}"));
+        let child_line =
+            text.lines().find(|l| l.starts_with("child ")).unwrap_or_else(|| panic!("{b}: {text}"));
         let mut w = child_line.split_whitespace();
         let child: u32 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
         let child_calls: u64 = w.nth(1).and_then(|v| v.parse().ok()).unwrap();
@@ -283,14 +332,20 @@ fn reclaiming_beside_a_fork() {
 #[test]
 fn with_a_watch_log_the_removal_is_in_it() {
     let (out, file, _base, logs) = orphan_then_start(&[("SHIM_WINDOW", "100ms")]);
-    let dead_pid: u64 = file.rsplit('/').next().and_then(|n| n.split('-').next()).and_then(|p| p.parse().ok()).unwrap();
+    let dead_pid: u64 =
+        file.rsplit('/').next().and_then(|n| n.split('-').next()).and_then(|p| p.parse().ok()).unwrap();
     assert!(!out.stderr.contains("in-flight"), "the line went to stderr:\n{}", out.stderr);
     let watch = list_files(logs.path())
         .into_iter()
-        .find(|l| LogReader::open(l.to_str().unwrap()).is_ok_and(|r| r.header.pid == out.pid && r.header.window == Some(0)))
+        .find(|l| {
+            LogReader::open(l.to_str().unwrap())
+                .is_ok_and(|r| r.header.pid == out.pid && r.header.window == Some(0))
+        })
         .unwrap_or_else(|| panic!("no watch log of {} in {:?}", out.pid, list_files(logs.path())));
     let j = stats(&watch);
-    let removed = j["watch"]["inflight_removed"].as_array().unwrap_or_else(|| panic!("no watch.inflight_removed: {}", j["watch"]));
+    let removed = j["watch"]["inflight_removed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no watch.inflight_removed: {}", j["watch"]));
     assert_eq!(removed.len(), 1, "{removed:?}");
     assert_eq!(removed[0]["pid"], dead_pid, "{removed:?}");
     assert!(removed[0]["why"].as_str().unwrap().contains("its log is gone"), "{removed:?}");

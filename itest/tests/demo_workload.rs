@@ -46,7 +46,12 @@ fn check(backend: &str) {
     let cross: u64 = a.kept_pairs.iter().filter(|((x, y), _)| x != y).map(|(_, n)| n).sum();
     // A realloc race (see Analysis::realloc_races) attributes up to two frees to the wrong
     // owner.
-    ck.within("worker blocks freed by another thread", cross, s["passed_to_other_threads"], 2 * a.realloc_races);
+    ck.within(
+        "worker blocks freed by another thread",
+        cross,
+        s["passed_to_other_threads"],
+        2 * a.realloc_races,
+    );
     ck.check(a.realloc_races * 1000 <= a.count("realloc").max(1000), || {
         format!("{} realloc races in {} reallocs", a.realloc_races, a.count("realloc"))
     });

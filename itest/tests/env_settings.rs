@@ -66,7 +66,13 @@ fn unknown_values_print_one_line_and_run_on_the_default() {
         // It still records, on the default backend.
         let a = analyze(&only_file(dir.path()), |_| false);
         assert_eq!(a.header.backend, "glibc", "{var}={value}");
-        assert!(a.alloc_events > 0, "{var}={value}: nothing recorded in {} ({} events, {:?})", a.path.display(), a.events, a.ops);
+        assert!(
+            a.alloc_events > 0,
+            "{var}={value}: nothing recorded in {} ({} events, {:?})",
+            a.path.display(),
+            a.events,
+            a.ops
+        );
     }
 }
 
@@ -84,7 +90,11 @@ fn zstd_levels_record_the_same_calls() {
         assert!(out.stderr.is_empty(), "SHIM_ZSTD_LEVEL={level} printed: {}", out.stderr);
         let a = analyze(&only_file(dir.path()), |e| e.op.is_alloc_family());
         assert!(a.issues.is_empty() && a.clean_end, "SHIM_ZSTD_LEVEL={level}: {:?}", a.issues);
-        assert!(a.consistency_failures(true).is_empty(), "SHIM_ZSTD_LEVEL={level}: {:?}", a.consistency_failures(true));
+        assert!(
+            a.consistency_failures(true).is_empty(),
+            "SHIM_ZSTD_LEVEL={level}: {:?}",
+            a.consistency_failures(true)
+        );
         a.kept.iter().map(|e| (e.op, e.size, e.count(), e.align())).collect::<Vec<_>>()
     };
     let want = calls("1");
@@ -201,12 +211,22 @@ fn timing_all_times_every_call_and_none_times_none() {
             let a = analyze(&t.only_log(), |_| false);
             a.assert_consistent(true);
             assert_eq!(a.header.timing, timing, "header timing");
-            assert!(a.alloc_events > 100, "{backend} SHIM_TIMING={timing}: {} allocation events in {}", a.alloc_events, a.path.display());
+            assert!(
+                a.alloc_events > 100,
+                "{backend} SHIM_TIMING={timing}: {} allocation events in {}",
+                a.alloc_events,
+                a.path.display()
+            );
             if timing == "all" {
                 assert_eq!(a.timed, a.alloc_events, "{backend}: SHIM_TIMING=all left calls untimed");
             } else {
                 // Only a call stuck in the backend for over 1 ms may still carry a time.
-                assert!(a.timed <= 2, "{backend}: SHIM_TIMING=none timed {} of {} calls", a.timed, a.alloc_events);
+                assert!(
+                    a.timed <= 2,
+                    "{backend}: SHIM_TIMING=none timed {} of {} calls",
+                    a.timed,
+                    a.alloc_events
+                );
             }
         }
     }
@@ -214,7 +234,8 @@ fn timing_all_times_every_call_and_none_times_none() {
 
 #[test]
 fn header_describes_the_process() {
-    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let before =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
     for backend in BACKENDS {
         let t = run_traced(backend, counts_cmd);
         assert_counts_ok(&t.out, "counts");
@@ -228,8 +249,13 @@ fn header_describes_the_process() {
         assert_eq!(h.backend, backend);
         assert!(!h.backend_version.is_empty(), "{backend}: no backend version");
         assert_eq!(h.page_size, unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-        assert!(h.start_unix_ns >= before - 1_000_000_000 && h.start_unix_ns <= now, "start time {}", h.start_unix_ns);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        assert!(
+            h.start_unix_ns >= before - 1_000_000_000 && h.start_unix_ns <= now,
+            "start time {}",
+            h.start_unix_ns
+        );
         assert!(!h.clock.is_empty() && h.ticks_per_sec > 0.0, "{backend}: clock in header: {h:?}");
         assert_eq!(h.on_full, "block");
     }

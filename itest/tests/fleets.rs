@@ -21,7 +21,10 @@ fn shimlog(args: &[&str]) -> Output {
 }
 
 fn have(py_module: &str) -> bool {
-    Command::new("python3").args(["-c", &format!("import {py_module}")]).output().is_ok_and(|o| o.status.success())
+    Command::new("python3")
+        .args(["-c", &format!("import {py_module}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// The queries of docs/fleets.md: each ```sql block that starts with `-- query: NAME`.
@@ -67,7 +70,11 @@ fn duckdb_and_spark_answer_the_documented_queries_as_stats_does() {
     }
     let queries = documented_queries();
     let names: Vec<&str> = queries.iter().map(|q| q.0.as_str()).collect();
-    assert_eq!(names, ["p99_per_host_op", "peak_live_per_process", "cross_thread_share", "backend_per_host"], "docs/fleets.md's queries");
+    assert_eq!(
+        names,
+        ["p99_per_host_op", "peak_live_per_process", "cross_thread_share", "backend_per_host"],
+        "docs/fleets.md's queries"
+    );
 
     let tmp = tempfile::Builder::new().prefix("itest-fleet-").tempdir().expect("tempdir");
     let fleet = tmp.path().join("fleet");
@@ -80,11 +87,26 @@ fn duckdb_and_spark_answer_the_documented_queries_as_stats_does() {
         for (i, (rounds, per)) in RUNS.iter().enumerate() {
             let dir = tmp.path().join("runs").join(host).join(format!("run{i}"));
             let o = shimlog(&[
-                "record", "-q", "--timing", "all", "--backend", backend, "-o", dir.to_str().unwrap(), "--",
-                xthread.to_str().unwrap(), rounds, per,
+                "record",
+                "-q",
+                "--timing",
+                "all",
+                "--backend",
+                backend,
+                "-o",
+                dir.to_str().unwrap(),
+                "--",
+                xthread.to_str().unwrap(),
+                rounds,
+                per,
             ]);
             o.assert_success(&format!("{host}: xthread under shimlog record"));
-            logs.extend(std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "shimlog")));
+            logs.extend(
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "shimlog")),
+            );
         }
         assert_eq!(logs.len(), RUNS.len(), "{host}: one log a process");
         let logs: Vec<&str> = logs.iter().map(|p| p.to_str().unwrap()).collect();
@@ -114,7 +136,8 @@ fn duckdb_and_spark_answer_the_documented_queries_as_stats_does() {
     py.stdin.take().unwrap().write_all(serde_json::to_string(&queries).unwrap().as_bytes()).unwrap();
     let o = py.wait_with_output().unwrap();
     assert!(o.status.success(), "the engines: {}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let r: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
     let (duck, spark) = (&r["duckdb"], &r["spark"]);
 
     // Both engines, row for row.
@@ -138,7 +161,12 @@ fn duckdb_and_spark_answer_the_documented_queries_as_stats_does() {
     for (host, _) in HOSTS {
         let per_op = host_stats[host]["latency"]["per_op"].as_object().unwrap();
         let mine: Vec<&Value> = rows.iter().filter(|r| r[0] == host).collect();
-        assert_eq!(mine.len(), per_op.len(), "{host}: the functions timed: {mine:?} against {:?}", per_op.keys());
+        assert_eq!(
+            mine.len(),
+            per_op.len(),
+            "{host}: the functions timed: {mine:?} against {:?}",
+            per_op.keys()
+        );
         for r in mine {
             let op = r[1].as_str().unwrap();
             let sp = &per_op[op];

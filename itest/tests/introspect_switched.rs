@@ -61,7 +61,9 @@ struct Prog {
 fn expected_lines(api: Api, backend: Option<&str>) -> Vec<&'static str> {
     match (api, backend) {
         (Api::Jemalloc, Some(b)) if b != "jemalloc" => vec!["mallctl(\"no.such.name\")"],
-        (Api::Tcmalloc, Some(b)) if b != "tcmalloc" => vec!["MallocExtension_GetNumericProperty(\"tcmalloc.no_such_property\")"],
+        (Api::Tcmalloc, Some(b)) if b != "tcmalloc" => {
+            vec!["MallocExtension_GetNumericProperty(\"tcmalloc.no_such_property\")"]
+        }
         _ => vec![],
     }
 }
@@ -79,37 +81,53 @@ fn check(p: &Prog, backend: Option<&str>) {
     let mut c = Checks::new();
 
     // stderr: exactly the expected lines, each once.
-    let lines: Vec<String> = t.out.stderr.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
+    let lines: Vec<String> =
+        t.out.stderr.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect();
     let want = expected_lines(p.api, backend);
-    c.check(lines.len() == want.len() && want.iter().zip(&lines).all(|(w, l)| l.starts_with("shim: ") && l.contains(w)), || {
-        format!("{what}: stderr should be {want:?} (one line each), is {lines:?}")
-    });
+    c.check(
+        lines.len() == want.len()
+            && want.iter().zip(&lines).all(|(w, l)| l.starts_with("shim: ") && l.contains(w)),
+        || format!("{what}: stderr should be {want:?} (one line each), is {lines:?}"),
+    );
 
     // The header: the program's allocator, switched or recorded.
     let a = analyze(&t.only_log(), |_| false);
     let want_mode = if backend.is_none() { "recorded" } else { "switched" };
     let own = &a.header.own_allocators;
     c.check(own.iter().any(|o| o.family == p.family && o.mode == want_mode), || {
-        format!("{what}: the header should name a {} allocator {want_mode}: {}", p.family, serde_json::to_string(own).unwrap_or_default())
+        format!(
+            "{what}: the header should name a {} allocator {want_mode}: {}",
+            p.family,
+            serde_json::to_string(own).unwrap_or_default()
+        )
     });
 
     // The statistics it printed follow the load.
     let text = t.out.stdout_str();
     let line = text.lines().last().unwrap_or("");
-    let j: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: the last stdout line is not JSON ({e}): {text:?}"));
+    let j: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("{what}: the last stdout line is not JSON ({e}): {text:?}"));
     let n = |k: &str| j[k].as_i64().unwrap_or_else(|| panic!("{what}: no {k:?} in {j}"));
     let (before, during, after) = (n("before"), n("during"), n("after"));
     c.check(n("reads") >= 3, || format!("{what}: the reading thread read {} times: {j}", n("reads")));
     c.check(during >= before + BURST / 2, || {
-        format!("{what}: allocated {before} before the burst and {during} during it, not {} more: {j}", BURST / 2)
+        format!(
+            "{what}: allocated {before} before the burst and {during} during it, not {} more: {j}",
+            BURST / 2
+        )
     });
     c.check(p.api == Api::Mimalloc || after + BURST / 2 <= during, || {
-        format!("{what}: allocated {during} during the burst and {after} after the frees, not {} less: {j}", BURST / 2)
+        format!(
+            "{what}: allocated {during} during the burst and {after} after the frees, not {} less: {j}",
+            BURST / 2
+        )
     });
     if let Some(len) = j["stats_print"].as_i64() {
         c.check(len > 0, || format!("{what}: the statistics text (malloc_stats_print, GetStats, mi_stats_print_out) was empty: {j}"));
     }
-    c.check(n("max_seen") >= before + BURST / 2, || format!("{what}: the reading thread never saw the burst: {j}"));
+    c.check(n("max_seen") >= before + BURST / 2, || {
+        format!("{what}: the reading thread never saw the burst: {j}")
+    });
     c.finish(&what);
 }
 

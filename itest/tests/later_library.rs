@@ -124,12 +124,22 @@ fn unpatchable_library_named_once_in_every_mode() {
     for backend in [None, Some("own"), Some("jemalloc"), Some("mimalloc"), Some("glibc")] {
         let t = run_traced_mode(backend, || command(d.join("main")));
         t.out.assert_success(&format!("main on libbump.so, SHIM_BACKEND={backend:?}"));
-        assert_eq!(t.out.stdout_str().trim(), "work 1000", "what the program printed, SHIM_BACKEND={backend:?}");
+        assert_eq!(
+            t.out.stdout_str().trim(),
+            "work 1000",
+            "what the program printed, SHIM_BACKEND={backend:?}"
+        );
         let lines: Vec<&str> = t.out.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert_eq!(lines.len(), 1, "SHIM_BACKEND={backend:?}: one line from the shim expected, got {lines:?}");
+        assert_eq!(
+            lines.len(),
+            1,
+            "SHIM_BACKEND={backend:?}: one line from the shim expected, got {lines:?}"
+        );
         let l = lines[0];
         assert!(
-            l.starts_with("shim: ") && l.contains(lib.to_str().unwrap()) && l.contains("mi_free cannot be patched"),
+            l.starts_with("shim: ")
+                && l.contains(lib.to_str().unwrap())
+                && l.contains("mi_free cannot be patched"),
             "SHIM_BACKEND={backend:?}: the line should name the library and why: {l}"
         );
     }

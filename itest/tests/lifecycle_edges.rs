@@ -90,7 +90,12 @@ fn a_non_pie_executable_is_not_taken_for_one_with_its_own_malloc() {
     let exe = dir.path().join("nopie");
     let src = dir.path().join("nopie.c");
     std::fs::write(&src, "#include <stdlib.h>\n#include <stdio.h>\nint main(void){char *volatile p = malloc(10); puts(p ? \"ok\" : \"no\"); free(p); return 0;}\n").unwrap();
-    let st = std::process::Command::new("cc").args(["-O1", "-no-pie", "-fno-pie", "-o"]).arg(&exe).arg(&src).status().unwrap();
+    let st = std::process::Command::new("cc")
+        .args(["-O1", "-no-pie", "-fno-pie", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
     assert!(st.success(), "cc -no-pie failed");
     let t = run_traced("glibc", || command(&exe));
     t.out.assert_success("nopie");

@@ -48,7 +48,12 @@ fn check(mode: &str) {
         ck.eq("events dropped with SHIM_ON_FULL=block", dropped, 0);
         ck.within("allocation-family events", a.alloc_events, calls, RUNTIME_SLACK);
     } else {
-        ck.within("allocation-family events recorded plus dropped", a.alloc_events + dropped, calls, RUNTIME_SLACK);
+        ck.within(
+            "allocation-family events recorded plus dropped",
+            a.alloc_events + dropped,
+            calls,
+            RUNTIME_SLACK,
+        );
         ck.check(dropped_on.keys().all(|t| a.threads.contains(t)), || {
             format!("dropped records on threads with no thread_start: {dropped_on:?}")
         });

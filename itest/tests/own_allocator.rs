@@ -32,12 +32,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// (name in the test, SHIM_BACKEND): None leaves it unset.
-const MODES: [(&str, Option<&str>); 4] = [
-    ("own", None),
-    ("glibc", Some("glibc")),
-    ("jemalloc", Some("jemalloc")),
-    ("mimalloc", Some("mimalloc")),
-];
+const MODES: [(&str, Option<&str>); 4] =
+    [("own", None), ("glibc", Some("glibc")), ("jemalloc", Some("jemalloc")), ("mimalloc", Some("mimalloc"))];
 
 /// Calls of each class, as a program counted them or as a log holds them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,15 +61,8 @@ impl std::ops::Sub for Classes {
     }
 }
 
-const ALLOC_OPS: [&str; 7] = [
-    "malloc",
-    "calloc",
-    "posix_memalign",
-    "aligned_alloc",
-    "memalign",
-    "valloc",
-    "pvalloc",
-];
+const ALLOC_OPS: [&str; 7] =
+    ["malloc", "calloc", "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc"];
 
 fn log_classes(a: &Analysis) -> Classes {
     let c = |op: &str| a.count(op) as i64;
@@ -105,10 +94,7 @@ fn last_json(out: &Output) -> Value {
 
 fn program_classes(kind: Counts, out: &Output) -> Classes {
     let j = last_json(out);
-    let n = |k: &str| {
-        j[k].as_i64()
-            .unwrap_or_else(|| panic!("no count {k:?} in the program's output: {j}"))
-    };
+    let n = |k: &str| j[k].as_i64().unwrap_or_else(|| panic!("no count {k:?} in the program's output: {j}"));
     match kind {
         Counts::Validator { sized } => Classes {
             allocs: n("alloc") + n("alloc_zeroed"),
@@ -178,21 +164,9 @@ const VALIDATOR_MI: Prog = Prog {
 /// calls): the patched entry points under contention.
 const BUSY_ARGS: &[&str] = &["5000", "4"];
 const BUSY_ZERO: &[&str] = &["0", "4"];
-const VALIDATOR_JE_BUSY: Prog = Prog {
-    args: BUSY_ARGS,
-    zero: BUSY_ZERO,
-    ..VALIDATOR_JE
-};
-const VALIDATOR_RJEM_BUSY: Prog = Prog {
-    args: BUSY_ARGS,
-    zero: BUSY_ZERO,
-    ..VALIDATOR_RJEM
-};
-const VALIDATOR_MI_BUSY: Prog = Prog {
-    args: BUSY_ARGS,
-    zero: BUSY_ZERO,
-    ..VALIDATOR_MI
-};
+const VALIDATOR_JE_BUSY: Prog = Prog { args: BUSY_ARGS, zero: BUSY_ZERO, ..VALIDATOR_JE };
+const VALIDATOR_RJEM_BUSY: Prog = Prog { args: BUSY_ARGS, zero: BUSY_ZERO, ..VALIDATOR_RJEM };
+const VALIDATOR_MI_BUSY: Prog = Prog { args: BUSY_ARGS, zero: BUSY_ZERO, ..VALIDATOR_MI };
 const C_STATIC_JEMALLOC: Prog = Prog {
     bin: "c_static_jemalloc",
     family: "jemalloc",
@@ -201,10 +175,7 @@ const C_STATIC_JEMALLOC: Prog = Prog {
     zero: C_ZERO,
     kind: Counts::Own,
 };
-const C_STATIC_JEMALLOC_CTOR: Prog = Prog {
-    bin: "c_static_jemalloc_ctor",
-    ..C_STATIC_JEMALLOC
-};
+const C_STATIC_JEMALLOC_CTOR: Prog = Prog { bin: "c_static_jemalloc_ctor", ..C_STATIC_JEMALLOC };
 const C_JE_PREFIX: Prog = Prog {
     bin: "c_je_prefix",
     family: "jemalloc",
@@ -221,10 +192,7 @@ const CXX_STATIC_TCMALLOC: Prog = Prog {
     zero: C_ZERO,
     kind: Counts::Own,
 };
-const CXX_STATIC_TCMALLOC_CTOR: Prog = Prog {
-    bin: "cxx_static_tcmalloc_ctor",
-    ..CXX_STATIC_TCMALLOC
-};
+const CXX_STATIC_TCMALLOC_CTOR: Prog = Prog { bin: "cxx_static_tcmalloc_ctor", ..CXX_STATIC_TCMALLOC };
 
 fn cmd(bin: &Path, args: &[&str]) -> std::process::Command {
     let mut c = command(bin);
@@ -233,11 +201,7 @@ fn cmd(bin: &Path, args: &[&str]) -> std::process::Command {
 }
 
 fn stderr_lines(out: &Output) -> Vec<String> {
-    out.stderr
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect()
+    out.stderr.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect()
 }
 
 /// The header's own_allocators, as JSON (for the messages).
@@ -264,7 +228,11 @@ fn check_header(c: &mut Checks, what: &str, a: &Analysis, family: &str, prefixes
         }),
         Some(o) => {
             c.check(o.mode == mode, || {
-                format!("{what}: own_allocators gives {family} mode {:?}, want {mode:?}: {}", o.mode, describe(a))
+                format!(
+                    "{what}: own_allocators gives {family} mode {:?}, want {mode:?}: {}",
+                    o.mode,
+                    describe(a)
+                )
             });
             c.check(o.entry_points > 0, || {
                 format!("{what}: own_allocators gives {family} no entry points: {}", describe(a))
@@ -405,7 +373,9 @@ fn check_unpatchable(bin: &str, args: &[&str], zero: &[&str], kind: Counts, unto
         c.eq(&format!("{what}: output"), comparable(kind, &t.out), comparable(kind, &plain));
         let lines = stderr_lines(&t.out);
         c.check(lines.len() == 1, || {
-            format!("{what}: want exactly one stderr line saying the allocator cannot be patched, got {lines:?}")
+            format!(
+                "{what}: want exactly one stderr line saying the allocator cannot be patched, got {lines:?}"
+            )
         });
         let Some(family) = untouched else { continue };
         let t0 = run_traced_mode(backend, || cmd(&path, zero));
@@ -424,7 +394,9 @@ fn check_unpatchable(bin: &str, args: &[&str], zero: &[&str], kind: Counts, unto
         }
         let d = log_classes(&a) - log_classes(&a0);
         c.eq(
-            &format!("{what}: calls recorded beyond the run with 0 iterations (none of an untouched allocator's)"),
+            &format!(
+                "{what}: calls recorded beyond the run with 0 iterations (none of an untouched allocator's)"
+            ),
             d,
             Classes::default(),
         );

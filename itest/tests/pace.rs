@@ -10,7 +10,8 @@ use recorder::{Event, LogReader, Op};
 use std::path::Path;
 
 fn events(path: &Path) -> Vec<Event> {
-    let r = LogReader::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r =
+        LogReader::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(r.issues.is_empty(), "{}: read issues {:?}", path.display(), r.issues);
     r.events().collect()
 }
@@ -52,7 +53,8 @@ fn slow_calls_after_a_doze_are_seen_while_recording() {
         let logs = list_files(dir.path());
         assert_eq!(logs.len(), 1, "{backend}: one log: {logs:?}");
         let big = 384u64 << 20;
-        let reallocs: Vec<Event> = events(&logs[0]).into_iter().filter(|e| e.op == Op::Realloc && e.size == big).collect();
+        let reallocs: Vec<Event> =
+            events(&logs[0]).into_iter().filter(|e| e.op == Op::Realloc && e.size == big).collect();
         assert_eq!(reallocs.len(), rounds, "{backend}: the 384 MiB reallocs: {reallocs:?}");
         let slow = reallocs.iter().filter(|e| e.backend_ns().is_some_and(|ns| ns >= 1_000_000)).count();
         assert_eq!(slow, rounds, "{backend}: reallocs with a backend time over 1 ms: {reallocs:?}");
@@ -84,16 +86,15 @@ fn slow_calls_after_a_doze_are_stalls_in_the_watch_log() {
 fn three_hundred_threads_are_all_recorded_and_the_recorder_still_dozes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = command(cprog("idle"));
-    c.args(["0", "1", "300"])
-        .env("LD_PRELOAD", shim_lib())
-        .env("SHIM_LOG", dir.path().join("t.shimlog"));
+    c.args(["0", "1", "300"]).env("LD_PRELOAD", shim_lib()).env("SHIM_LOG", dir.path().join("t.shimlog"));
     let out = run(c);
     out.assert_success("idle.c beside 300 threads");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let wakes = out.json()["wakes"].as_u64().expect("wakes");
     assert!(wakes <= 100, "the recorder woke {wakes} times in an idle second beside 300 threads");
     let ev = events(&dir.path().join("t.shimlog"));
-    let mut tids: Vec<u32> = ev.iter().filter(|e| e.op == Op::Malloc && e.size == 16).map(|e| e.tid).collect();
+    let mut tids: Vec<u32> =
+        ev.iter().filter(|e| e.op == Op::Malloc && e.size == 16).map(|e| e.tid).collect();
     tids.sort_unstable();
     tids.dedup();
     assert!(tids.len() >= 300, "threads with their malloc(16) in the log: {}", tids.len());

@@ -4,7 +4,8 @@
 //! core is busy.
 use itest::*;
 
-const OPS: [&str; 8] = ["malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign", "valloc"];
+const OPS: [&str; 8] =
+    ["malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign", "valloc"];
 
 fn recorded(backend: &str, pack: &str) -> (Analysis, u64, usize) {
     let t = run_traced(backend, || {
@@ -83,8 +84,18 @@ fn auto_writes_rows_while_every_core_is_busy() {
         h.join().unwrap();
     }
     assert!(auto.1 >= 8 && columns.1 >= 8, "too few frames to judge: auto {auto:?}, columns {columns:?}");
-    assert!(auto.0 * 2 < auto.1, "SHIM_PACK=auto packed {} of {} frames with every core busy", auto.0, auto.1);
-    assert!(columns.0 * 10 >= columns.1 * 9, "SHIM_PACK=columns packed only {} of {} frames", columns.0, columns.1);
+    assert!(
+        auto.0 * 2 < auto.1,
+        "SHIM_PACK=auto packed {} of {} frames with every core busy",
+        auto.0,
+        auto.1
+    );
+    assert!(
+        columns.0 * 10 >= columns.1 * 9,
+        "SHIM_PACK=columns packed only {} of {} frames",
+        columns.0,
+        columns.1
+    );
 }
 
 /// A bad SHIM_PACK gives one line and the default.
@@ -97,7 +108,12 @@ fn an_unknown_pack_gives_one_line() {
     });
     t.out.assert_success("counts under SHIM_PACK=zip");
     let lines: Vec<_> = t.out.stderr.lines().filter(|l| l.contains("shim:")).collect();
-    assert_eq!(lines, ["shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto"], "{}", t.out.stderr);
+    assert_eq!(
+        lines,
+        ["shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto"],
+        "{}",
+        t.out.stderr
+    );
 }
 
 /// A cgroup v1 cpu group with a CPU quota, removed when dropped (None where the machine
@@ -131,7 +147,10 @@ impl Drop for QuotaGroup {
 #[test]
 fn auto_writes_rows_in_a_cgroup_at_its_quota() {
     let Some(g) = QuotaGroup::create(20_000) else {
-        return itest::skip("cgroup", "no cgroup v1 cpu controller to make a group with a quota in (not delegated here)");
+        return itest::skip(
+            "cgroup",
+            "no cgroup v1 cpu controller to make a group with a quota in (not delegated here)",
+        );
     };
     let tasks = g.0.join("tasks");
     let t = run_traced("glibc", || {
@@ -145,8 +164,15 @@ fn auto_writes_rows_in_a_cgroup_at_its_quota() {
     });
     t.out.assert_success("python3 in a cgroup with a quota");
     let throttled = std::fs::read_to_string(g.0.join("cpu.stat")).unwrap_or_default();
-    assert!(throttled.contains("nr_throttled") && !throttled.contains("nr_throttled 0\n"), "the group was never throttled:\n{throttled}");
-    let log = t.logs().into_iter().max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).expect("a log");
+    assert!(
+        throttled.contains("nr_throttled") && !throttled.contains("nr_throttled 0\n"),
+        "the group was never throttled:\n{throttled}"
+    );
+    let log = t
+        .logs()
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .expect("a log");
     let (packed, frames) = columnar_share(&log);
     assert!(frames >= 8, "too few frames to judge: {frames}");
     assert!(packed * 2 < frames, "SHIM_PACK=auto packed {packed} of {frames} frames in a throttled cgroup");

@@ -151,7 +151,12 @@ fn check(case: Case, backend: &str) {
     (case.setup)(work.path());
     let t = run_traced(backend, || (case.make)(work.path()));
     let ctx = format!("{} under the shim with {backend}", case.name);
-    assert_eq!(t.out.status.code(), plain.status.code(), "{ctx}: exit status differs\nstderr:\n{}", t.out.stderr);
+    assert_eq!(
+        t.out.status.code(),
+        plain.status.code(),
+        "{ctx}: exit status differs\nstderr:\n{}",
+        t.out.stderr
+    );
     assert_eq!(t.out.stdout_str(), plain.stdout_str(), "{ctx}: stdout differs");
     assert_eq!(t.out.stderr, plain.stderr, "{ctx}: stderr differs");
 
@@ -172,7 +177,10 @@ fn check(case: Case, backend: &str) {
         ck.check(a.misaligned == 0, || format!("{name}: misaligned {:?}", a.misaligned_examples));
         if !a.header.forked {
             ck.check(a.unmatched_frees == 0, || {
-                format!("{name}: {} frees of blocks not live, e.g. {:?}", a.unmatched_frees, a.unmatched_examples)
+                format!(
+                    "{name}: {} frees of blocks not live, e.g. {:?}",
+                    a.unmatched_frees, a.unmatched_examples
+                )
             });
         }
         ck.eq(&format!("{name}: backend"), a.header.backend.as_str(), backend);

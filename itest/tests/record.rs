@@ -18,7 +18,8 @@ fn shimlog(cwd: &Path, args: &[&str]) -> Output {
 }
 
 fn entries(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").path()).collect();
     v.sort();
     v
 }
@@ -38,14 +39,22 @@ fn record_a_process_tree() {
     assert_eq!(made.len(), 1, "exactly one new directory, found {made:?}");
     let dir = &made[0];
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(name.starts_with("shimlog-sh-") && dir.is_dir(), "the directory is named after the program: {name}");
-    let logs: Vec<PathBuf> = entries(dir).into_iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).collect();
+    assert!(
+        name.starts_with("shimlog-sh-") && dir.is_dir(),
+        "the directory is named after the program: {name}"
+    );
+    let logs: Vec<PathBuf> =
+        entries(dir).into_iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).collect();
     let mut exes = Vec::new();
     for log in &logs {
         let r = LogReader::open(log.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
         let pid = r.header.pid.to_string();
         let file = log.file_name().unwrap().to_string_lossy().into_owned();
-        let line = o.stderr.lines().find(|l| l.ends_with(&file)).unwrap_or_else(|| panic!("the summary names no {file}:\n{}", o.stderr));
+        let line = o
+            .stderr
+            .lines()
+            .find(|l| l.ends_with(&file))
+            .unwrap_or_else(|| panic!("the summary names no {file}:\n{}", o.stderr));
         assert!(line.split_whitespace().any(|w| w == pid), "{file}'s line does not name pid {pid}: {line}");
         exes.push(Path::new(&r.header.exe).file_name().unwrap().to_string_lossy().into_owned());
     }
@@ -56,7 +65,10 @@ fn record_a_process_tree() {
     for verb in ["shimlog stats", "shimlog report", "shimlog replay"] {
         assert!(o.stderr.contains(&format!("{verb} {name}/")), "the summary names `{verb}`:\n{}", o.stderr);
     }
-    let stats = shimlog(cwd.path(), &["stats", &format!("{name}/{}", logs[0].file_name().unwrap().to_string_lossy())]);
+    let stats = shimlog(
+        cwd.path(),
+        &["stats", &format!("{name}/{}", logs[0].file_name().unwrap().to_string_lossy())],
+    );
     stats.assert_success("shimlog stats on a recorded log");
 }
 
@@ -104,7 +116,10 @@ fn record_passes_sigterm_on() {
     let out = child.wait_with_output().expect("wait for shimlog");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "stderr:\n{stderr}");
-    assert!(stderr.contains("sleep was killed by signal 15") && stderr.contains("killed (recovered)"), "{stderr}");
+    assert!(
+        stderr.contains("sleep was killed by signal 15") && stderr.contains("killed (recovered)"),
+        "{stderr}"
+    );
 }
 
 /// A program that does not exist: one line, 127, nothing left behind.
@@ -127,7 +142,10 @@ fn record_missing_program() {
 #[test]
 fn record_quiet() {
     let cwd = tempdir("itest-record-");
-    let o = shimlog(cwd.path(), &["record", "--quiet", "-o", "q", "--", "sh", "-c", "echo out; echo err >&2; exit 4"]);
+    let o = shimlog(
+        cwd.path(),
+        &["record", "--quiet", "-o", "q", "--", "sh", "-c", "echo out; echo err >&2; exit 4"],
+    );
     assert_eq!(code(&o), 4);
     assert_eq!(o.stdout_str(), "out\n");
     assert_eq!(o.stderr, "err\n");
@@ -156,7 +174,8 @@ fn record_bad_settings() {
     assert!(o.stderr.contains("/no/such/libshim.so"), "{}", o.stderr);
     assert!(!cwd.path().join("w").exists() && entries(cwd.path()).len() == 1, "no directory made");
     // The settings reach the shim (a negative number is a value, not a flag).
-    let o = shimlog(cwd.path(), &["record", "-o", "w", "--zstd-level", "-3", "--stacks", "all", "--", "true"]);
+    let o =
+        shimlog(cwd.path(), &["record", "-o", "w", "--zstd-level", "-3", "--stacks", "all", "--", "true"]);
     assert_eq!(code(&o), 0, "{}", o.stderr);
     let logs = entries(&cwd.path().join("w"));
     let r = LogReader::open(logs[0].to_str().unwrap()).unwrap();
@@ -178,7 +197,10 @@ fn record_has_a_flag_per_variable() {
             continue;
         }
         let flag = format!("--{}", var["SHIM_".len()..].to_ascii_lowercase().replace('_', "-"));
-        assert!(help.contains(&format!("{flag} <")), "{var} has no {flag} in `shimlog record --help`:\n{help}");
+        assert!(
+            help.contains(&format!("{flag} <")),
+            "{var} has no {flag} in `shimlog record --help`:\n{help}"
+        );
         assert!(help.contains(&format!("[{var}]")), "{flag}'s help names {var}");
         n += 1;
     }
@@ -189,15 +211,25 @@ fn record_has_a_flag_per_variable() {
 #[test]
 fn run_switches_without_recording() {
     let cwd = tempdir("itest-run-");
-    let o = shimlog(cwd.path(), &["run", "--backend", "mimalloc", "--", "sh", "-c", "grep -c libshim /proc/$$/maps; exit 5"]);
+    let o = shimlog(
+        cwd.path(),
+        &["run", "--backend", "mimalloc", "--", "sh", "-c", "grep -c libshim /proc/$$/maps; exit 5"],
+    );
     assert_eq!(code(&o), 5, "stderr:\n{}", o.stderr);
-    assert!(o.stdout_str().trim().parse::<u32>().is_ok_and(|n| n > 0), "the shim is loaded: {}", o.stdout_str());
+    assert!(
+        o.stdout_str().trim().parse::<u32>().is_ok_and(|n| n > 0),
+        "the shim is loaded: {}",
+        o.stdout_str()
+    );
     assert_eq!(o.stderr, "", "nothing of shimlog's own");
     assert_eq!(entries(cwd.path()), Vec::<PathBuf>::new(), "no log");
 }
 
 fn tool(name: &str) {
-    let ok = Command::new("sh").args(["-c", &format!("command -v {name}")]).output().is_ok_and(|o| o.status.success());
+    let ok = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
     assert!(ok, "this test needs `{name}` on PATH (Debian: binutils for strip/objdump, make, tar)");
 }
 
@@ -235,7 +267,9 @@ fn glibc_needed(bins: &[PathBuf]) -> (u32, u32) {
     for b in bins {
         let o = Command::new("objdump").arg("-T").arg(b).output().expect("objdump");
         assert!(o.status.success(), "objdump -T {}", b.display());
-        for w in String::from_utf8_lossy(&o.stdout).split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')) {
+        for w in String::from_utf8_lossy(&o.stdout)
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        {
             if let Some(v) = w.strip_prefix("GLIBC_") {
                 let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
                 best = best.max((it.next().unwrap_or(0), it.next().unwrap_or(0)));
@@ -284,11 +318,19 @@ fn dist_and_install() {
     assert!(!files.iter().any(|f| f.contains("generate")), "the hidden verb has no page: {files:?}");
     for page in files.iter().filter(|f| f.ends_with(".1")) {
         let text = std::fs::read_to_string(root.join(page)).unwrap();
-        assert!(text.starts_with(".TH") || text.starts_with(".ie"), "{page} is not a man page:\n{}", &text[..text.len().min(200)]);
+        assert!(
+            text.starts_with(".TH") || text.starts_with(".ie"),
+            "{page} is not a man page:\n{}",
+            &text[..text.len().min(200)]
+        );
     }
     let record_page = std::fs::read_to_string(root.join("share/man/man1/shimlog-record.1")).unwrap();
     assert!(record_page.contains("log\\-limit"), "shimlog-record.1 lists the settings");
-    for comp in ["share/bash-completion/completions/shimlog", "share/zsh/site-functions/_shimlog", "share/fish/vendor_completions.d/shimlog.fish"] {
+    for comp in [
+        "share/bash-completion/completions/shimlog",
+        "share/zsh/site-functions/_shimlog",
+        "share/fish/vendor_completions.d/shimlog.fish",
+    ] {
         let text = std::fs::read_to_string(root.join(comp)).unwrap();
         assert!(text.contains("record") && text.contains("stats"), "{comp} completes the verbs");
     }
@@ -307,7 +349,10 @@ fn dist_and_install() {
     let o = clean(&["record", "-o", "D", "--", "/bin/echo", "hi"]);
     o.assert_success("the unpacked shimlog record");
     assert_eq!(o.stdout_str(), "hi\n");
-    let logs: Vec<String> = entries(&work.path().join("D")).iter().map(|p| format!("D/{}", p.file_name().unwrap().to_string_lossy())).collect();
+    let logs: Vec<String> = entries(&work.path().join("D"))
+        .iter()
+        .map(|p| format!("D/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
     assert_eq!(logs.len(), 1, "echo's one log: {logs:?}");
     let mut args = vec!["stats"];
     args.extend(logs.iter().map(String::as_str));
@@ -330,7 +375,10 @@ fn dist_and_install() {
     run(c).assert_success("the installed shimlog run");
     if Command::new("sh").args(["-c", "command -v man"]).output().is_ok_and(|o| o.status.success()) {
         let mut c = command("man");
-        c.arg("-l").arg(prefix.path().join("share/man/man1/shimlog-record.1")).env("MANPAGER", "cat").env("PAGER", "cat");
+        c.arg("-l")
+            .arg(prefix.path().join("share/man/man1/shimlog-record.1"))
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat");
         let o = run(c);
         o.assert_success("man -l shimlog-record.1");
         assert!(o.stdout_str().contains("record"));

@@ -68,7 +68,11 @@ fn start(env: &[(&str, &str)], dir: &Path) -> Server {
         if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
             panic!("redis-server ({env:?}) exited at start-up with {st}:\n{}", s.stderr_text());
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "redis-server ({env:?}) never answered PING:\n{}", s.stderr_text());
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "redis-server ({env:?}) never answered PING:\n{}",
+            s.stderr_text()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -130,8 +134,15 @@ fn serve(env: &[(&str, &str)]) -> (TempDir, Vec<PathBuf>) {
     let stats = cli(&s, &["MEMORY", "STATS"]).unwrap_or_default();
     assert!(stats.contains("peak.allocated"), "MEMORY STATS ({env:?}) answered {stats:?}");
     let st = s.shutdown();
-    assert!(st.success(), "redis-server ({env:?}) exited with {st} after SHUTDOWN NOSAVE:\n{}", s.stderr_text());
-    let logs: Vec<PathBuf> = list_files(dir.path()).into_iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).collect();
+    assert!(
+        st.success(),
+        "redis-server ({env:?}) exited with {st} after SHUTDOWN NOSAVE:\n{}",
+        s.stderr_text()
+    );
+    let logs: Vec<PathBuf> = list_files(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "shimlog"))
+        .collect();
     (dir, logs)
 }
 
@@ -188,14 +199,24 @@ fn own_mode_counts_what_jemalloc_served() {
     let ms = cli(&s, &["MEMORY", "MALLOC-STATS"]).unwrap_or_default();
     let st = s.shutdown();
     assert!(st.success(), "exit {st}:\n{}", s.stderr_text());
-    let merged = ms.split("Merged arenas stats:").nth(1).unwrap_or_else(|| panic!("no merged arenas in:\n{ms}"));
+    let merged =
+        ms.split("Merged arenas stats:").nth(1).unwrap_or_else(|| panic!("no merged arenas in:\n{ms}"));
     // "total:  allocated nmalloc (#/sec) ndalloc (#/sec) nrequests (#/sec) ..."
-    let total = merged.lines().find(|l| l.starts_with("total:")).unwrap_or_else(|| panic!("no total line:\n{merged}"));
+    let total = merged
+        .lines()
+        .find(|l| l.starts_with("total:"))
+        .unwrap_or_else(|| panic!("no total line:\n{merged}"));
     let cols: Vec<u64> = total.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
     let nrequests = *cols.get(5).unwrap_or_else(|| panic!("short total line: {total}")) as f64;
-    let logs: Vec<PathBuf> = list_files(dir.path()).into_iter().filter(|p| p.extension().is_some_and(|x| x == "shimlog")).collect();
+    let logs: Vec<PathBuf> = list_files(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "shimlog"))
+        .collect();
     let a = check_log(&logs, "own", "recorded");
-    let allocs = ["malloc", "calloc", "posix_memalign", "aligned_alloc", "memalign", "mallocx"].iter().map(|o| a.count(o)).sum::<u64>() as f64;
+    let allocs = ["malloc", "calloc", "posix_memalign", "aligned_alloc", "memalign", "mallocx"]
+        .iter()
+        .map(|o| a.count(o))
+        .sum::<u64>() as f64;
     let reallocs = (a.count("realloc") + a.count("rallocx")) as f64;
     assert!(
         allocs <= nrequests * 1.01 && nrequests <= (allocs + reallocs) * 1.01,

@@ -52,15 +52,24 @@ fn sites_estimated_from_a_sampled_only_log() {
                 let w = 1.0 / (1.0 - (-(size as f64) / mean as f64).exp());
                 let se = truth as f64 / (truth as f64 / (size as f64 * w)).sqrt();
                 let e = val(&s, "by_bytes", name, "alloc_bytes") as f64;
-                assert!((e - truth as f64).abs() < 4.5 * se, "{ctx}: {name} estimated {e}, truth {truth} (se {se:.0})");
+                assert!(
+                    (e - truth as f64).abs() < 4.5 * se,
+                    "{ctx}: {name} estimated {e}, truth {truth} (se {se:.0})"
+                );
             }
             assert!(row(&s, "leaked", "b").is_none(), "{ctx}: b's sampled blocks were all freed");
             let leaked = val(&s, "leaked", "c", "leaked_bytes");
             assert!(leaked > 0, "{ctx}: c never frees");
             // Only the samples: every allocation recorded is a sampled one (a few of the C
             // runtime's own besides b's and c's), and each free is one of a sampled block.
-            let allocs: u64 = ["malloc", "calloc", "realloc"].iter().map(|o| s["ops"][o].as_u64().unwrap()).sum();
-            let samples: u64 = s["sites"]["by_calls"].as_array().unwrap().iter().map(|r| r["samples"].as_u64().unwrap()).sum();
+            let allocs: u64 =
+                ["malloc", "calloc", "realloc"].iter().map(|o| s["ops"][o].as_u64().unwrap()).sum();
+            let samples: u64 = s["sites"]["by_calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["samples"].as_u64().unwrap())
+                .sum();
             assert_eq!(allocs, samples, "{ctx}: allocations in the log vs sampled ones");
             assert!(allocs < 300, "{ctx}: {allocs} allocations recorded of about 1,500");
             assert_eq!(s["unknown_frees"], 0, "{ctx}");
@@ -75,18 +84,34 @@ fn sites_estimated_from_a_sampled_only_log() {
 #[test]
 fn cross_thread_frees_of_sampled_blocks() {
     let (rounds, per) = (200u64, 64u64);
-    let truth: u64 = (0..8u64).flat_map(|t| (0..per).map(move |j| 3000 + t * 16 + j % 5)).sum::<u64>() * rounds;
+    let truth: u64 =
+        (0..8u64).flat_map(|t| (0..per).map(move |j| 3000 + t * 16 + j % 5)).sum::<u64>() * rounds;
     for backend in BACKENDS {
-        let t = sampled(backend, &cprog("xthread"), &[&rounds.to_string(), &per.to_string()], &[("SHIM_SAMPLE_BYTES", "4k")]);
+        let t = sampled(
+            backend,
+            &cprog("xthread"),
+            &[&rounds.to_string(), &per.to_string()],
+            &[("SHIM_SAMPLE_BYTES", "4k")],
+        );
         let s = stats(&t.only_log());
         assert_eq!(s["unknown_frees"], 0, "{backend}");
         let allocs = s["ops"]["malloc"].as_u64().unwrap();
         assert!(allocs > rounds * per * 8 / 3, "{backend}: {allocs} sampled of {}", rounds * per * 8);
         let live = s["live_at_end"]["blocks"].as_u64().unwrap();
-        assert!(frees(&s) + live >= allocs, "{backend}: {} frees, {live} live at end, {allocs} allocations", frees(&s));
-        assert!(s["cross_thread_frees"]["count"].as_u64().unwrap() * 10 >= frees(&s) * 9, "{backend}: frees are cross-thread");
+        assert!(
+            frees(&s) + live >= allocs,
+            "{backend}: {} frees, {live} live at end, {allocs} allocations",
+            frees(&s)
+        );
+        assert!(
+            s["cross_thread_frees"]["count"].as_u64().unwrap() * 10 >= frees(&s) * 9,
+            "{backend}: frees are cross-thread"
+        );
         let est = s["sites"]["total_alloc_bytes"].as_f64().unwrap();
-        assert!((est - truth as f64).abs() < 0.03 * truth as f64, "{backend}: estimated {est} bytes, truth {truth}");
+        assert!(
+            (est - truth as f64).abs() < 0.03 * truth as f64,
+            "{backend}: estimated {est} bytes, truth {truth}"
+        );
     }
 }
 
@@ -111,7 +136,8 @@ fn slow_call_on_an_unsampled_block_has_its_stack() {
 /// sampled blocks are matched when the logs are read together; replay refuses.
 #[test]
 fn fork_children_and_replay() {
-    let script = "for i in 1 2 3; do (echo $i | cat >/dev/null); done; x=$(echo a; echo b); echo \"$x\" >/dev/null";
+    let script =
+        "for i in 1 2 3; do (echo $i | cat >/dev/null); done; x=$(echo a; echo b); echo \"$x\" >/dev/null";
     for backend in BACKENDS {
         let t = sampled(backend, Path::new("/bin/bash"), &["-c", script], &[("SHIM_SAMPLE_BYTES", "512")]);
         let logs = t.logs();

@@ -24,7 +24,12 @@ fn one_pass_sites_equal_the_two_pass_sites() {
         ("all", c_sites(false), vec![], vec![("SHIM_STACKS", "all")]),
         ("all, frame pointers", c_sites(true), vec![], vec![("SHIM_STACKS", "all"), ("SHIM_UNWIND", "fp")]),
         ("all, rust", rust_sites(false), vec![], vec![("SHIM_STACKS", "all")]),
-        ("sample", c_sites(false), vec![], vec![("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k"), ("SHIM_SAMPLE_SEED", "3")]),
+        (
+            "sample",
+            c_sites(false),
+            vec![],
+            vec![("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k"), ("SHIM_SAMPLE_SEED", "3")],
+        ),
         ("slow (the default), a slow call", c_sites(false), vec!["slow"], vec![]),
         ("slow (the default), no slow call", c_sites(false), vec![], vec![]),
     ];
@@ -41,7 +46,10 @@ fn one_pass_sites_equal_the_two_pass_sites() {
         if name != "slow (the default), no slow call" {
             assert!(rows > 0, "{name}: no site rows: {}", s["sites"]);
         }
-        assert!(one == two, "{name}: one pass and two passes differ\n--- one pass\n{one}\n--- two passes\n{two}");
+        assert!(
+            one == two,
+            "{name}: one pass and two passes differ\n--- one pass\n{one}\n--- two passes\n{two}"
+        );
         // And the text report alike.
         let text = |extra: &[&str]| {
             let mut c = command(shimlog_bin());
@@ -74,7 +82,10 @@ fn a_log_with_stacks_and_one_without_give_the_same_figures() {
     let (lw, lo) = (with.only_log(), without.only_log());
     let sw: Value = serde_json::from_str(&stats_out(&[lw.clone()], &[])).unwrap();
     let so: Value = serde_json::from_str(&stats_out(&[lo.clone()], &[])).unwrap();
-    assert!(sw["sites"]["by_bytes"].as_array().is_some_and(|a| !a.is_empty()), "the log with stacks has no sites");
+    assert!(
+        sw["sites"]["by_bytes"].as_array().is_some_and(|a| !a.is_empty()),
+        "the log with stacks has no sites"
+    );
     assert!(so["sites"].is_null(), "the log without stacks has a site section: {}", so["sites"]);
     assert!(sw["ops"]["malloc"].as_u64().unwrap_or(0) > 1000, "{}", sw["ops"]);
     assert_eq!(deterministic(&sw), deterministic(&so), "stacks changed the figures");
@@ -87,7 +98,10 @@ fn a_log_with_stacks_and_one_without_give_the_same_figures() {
 fn same_both_ways(what: &str, logs: &[PathBuf]) {
     let one = stats_out(logs, &["--one-thread"]);
     let par = stats_out(logs, &[]);
-    assert!(one == par, "{what}: the default reading and --one-thread differ\n--- one thread\n{one}\n--- default\n{par}");
+    assert!(
+        one == par,
+        "{what}: the default reading and --one-thread differ\n--- one thread\n{one}\n--- default\n{par}"
+    );
 }
 
 fn copy_with(from: &Path, to: &Path, edit: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
@@ -118,7 +132,11 @@ fn the_parallel_reader_gives_the_one_thread_figures() {
     let s: Value = serde_json::from_str(&stats_out(&demo_logs[1..], &[])).unwrap();
     assert!(s["read"]["columnar_frames"].as_u64().unwrap_or(0) > 0, "no columnar frame: {}", s["read"]);
     let s: Value = serde_json::from_str(&stats_out(&demo_logs[..1], &[])).unwrap();
-    assert!(s["read"]["frames"].as_u64() > s["read"]["columnar_frames"].as_u64(), "no row frame: {}", s["read"]);
+    assert!(
+        s["read"]["frames"].as_u64() > s["read"]["columnar_frames"].as_u64(),
+        "no row frame: {}",
+        s["read"]
+    );
     // Both read together (a section each and their total).
     same_both_ways("two demo logs together", &demo_logs);
 
@@ -137,7 +155,11 @@ fn the_parallel_reader_gives_the_one_thread_figures() {
         }
     });
     let s: Value = serde_json::from_str(&stats_out(std::slice::from_ref(&bad), &[])).unwrap();
-    assert!(!s["read"]["issues"].as_array().unwrap().is_empty(), "the corrupt log has no issue: {}", s["read"]);
+    assert!(
+        !s["read"]["issues"].as_array().unwrap().is_empty(),
+        "the corrupt log has no issue: {}",
+        s["read"]
+    );
     same_both_ways("a corrupt log", &[bad]);
 
     // Windows: several logs of one process.
@@ -149,7 +171,8 @@ fn the_parallel_reader_gives_the_one_thread_figures() {
         .env("SHIM_LOG", wdir.join("w.%n.shimlog"))
         .env("SHIM_WINDOW", "1s");
     run(c).assert_success("windows.c with SHIM_WINDOW=1s");
-    let mut windows: Vec<PathBuf> = list_files(&wdir).into_iter().filter(|p| p.to_string_lossy().ends_with(".shimlog")).collect();
+    let mut windows: Vec<PathBuf> =
+        list_files(&wdir).into_iter().filter(|p| p.to_string_lossy().ends_with(".shimlog")).collect();
     windows.sort();
     assert!(windows.len() >= 2, "want several window logs: {windows:?}");
     for w in &windows {

@@ -25,7 +25,8 @@ fn record_decay(dir: &Path, backend: &str) -> (PathBuf, Value, String) {
         .env("SHIM_INFLIGHT_DIR", dir);
     let out = run(c);
     out.assert_success(&format!("decay.c on {backend}"));
-    let logs: Vec<PathBuf> = list_files(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "shimlog")).collect();
+    let logs: Vec<PathBuf> =
+        list_files(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "shimlog")).collect();
     assert_eq!(logs.len(), 1, "one log: {logs:?}");
     (logs[0].clone(), out.json(), out.stderr.clone())
 }
@@ -37,7 +38,12 @@ fn replay(log: &Path, args: &[&str]) -> Output {
 }
 
 fn column<'a>(rep: &'a Value, label: &str) -> &'a Value {
-    rep["backends"].as_array().expect("backends").iter().find(|b| b["backend"] == label).unwrap_or_else(|| panic!("no column {label}: {rep}"))
+    rep["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .find(|b| b["backend"] == label)
+        .unwrap_or_else(|| panic!("no column {label}: {rep}"))
 }
 
 #[test]
@@ -53,7 +59,12 @@ fn replay_decay_setting_lowers_rss_after_the_idle() {
     // 120 MiB freed: jemalloc keeps it dirty for its 10 s decay, at once purged with 0.
     assert!(end(def) > 100 << 20, "jemalloc kept {} resident at the end", end(def));
     assert!(end(zero) < 40 << 20, "{DECAY0} kept {} resident at the end", end(zero));
-    assert!(resident(def) > 100 << 20 && resident(zero) < 40 << 20, "jemalloc's stats.resident: {} against {}", resident(def), resident(zero));
+    assert!(
+        resident(def) > 100 << 20 && resident(zero) < 40 << 20,
+        "jemalloc's stats.resident: {} against {}",
+        resident(def),
+        resident(zero)
+    );
     assert_eq!(zero["settings"]["dirty_decay_ms"], "0", "opt.dirty_decay_ms as jemalloc reports it: {zero}");
     assert_eq!(zero["settings"]["muzzy_decay_ms"], "0");
     assert!(def.get("settings").is_none(), "no settings on the plain column");
@@ -61,8 +72,16 @@ fn replay_decay_setting_lowers_rss_after_the_idle() {
     let text = replay(&log, &["--backend", &format!("jemalloc,{DECAY0}"), "--pace"]);
     text.assert_success("replay (table)");
     let t = text.stdout_str();
-    assert!(t.contains(DECAY0) && t.contains("verdict:") && t.contains("best mean RSS: jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0"), "{t}");
-    assert!(t.contains("time-driven settings: dirty_decay_ms=0"), "the table says what the decay setting models: {t}");
+    assert!(
+        t.contains(DECAY0)
+            && t.contains("verdict:")
+            && t.contains("best mean RSS: jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0"),
+        "{t}"
+    );
+    assert!(
+        t.contains("time-driven settings: dirty_decay_ms=0"),
+        "the table says what the decay setting models: {t}"
+    );
 }
 
 #[test]
@@ -70,8 +89,14 @@ fn replay_refuses_an_unknown_setting_in_one_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (log, _, _) = record_decay(dir.path(), "glibc");
     for (arg, want) in [
-        ("jemalloc:dirty_decay=0", "jemalloc has no setting 'dirty_decay' (it knows: dirty_decay_ms, muzzy_decay_ms, narenas"),
-        ("mimalloc:purge_delay=soon", "mimalloc setting purge_delay=soon is not valid (accepted: a whole number from -1)"),
+        (
+            "jemalloc:dirty_decay=0",
+            "jemalloc has no setting 'dirty_decay' (it knows: dirty_decay_ms, muzzy_decay_ms, narenas",
+        ),
+        (
+            "mimalloc:purge_delay=soon",
+            "mimalloc setting purge_delay=soon is not valid (accepted: a whole number from -1)",
+        ),
         ("jemalloc,narenas=2", "setting 'narenas=2' comes before any backend"),
         ("snmalloc:x=1", "snmalloc has no setting 'x' (snmalloc takes no settings)"),
     ] {
@@ -90,7 +115,10 @@ fn rounds_mark_identical_columns_as_ties() {
     // jemalloc's default arena count is 4 per CPU: the same as no setting.
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let same = format!("jemalloc:narenas={}", 4 * cpus);
-    let out = replay(&log, &["--backend", &format!("jemalloc,{same}"), "--backend", DECAY0, "--pace", "--rounds", "3", "--json"]);
+    let out = replay(
+        &log,
+        &["--backend", &format!("jemalloc,{same}"), "--backend", DECAY0, "--pace", "--rounds", "3", "--json"],
+    );
     out.assert_success("replay --rounds 3");
     let rep = out.json();
     assert_eq!(rep["options"]["rounds"], 3);
@@ -99,20 +127,34 @@ fn rounds_mark_identical_columns_as_ties() {
         assert_eq!(r["n"], 3, "{}", c["backend"]);
         for m in ["alloc_ns", "peak_rss_bytes", "mean_rss_bytes"] {
             let s = &r["metrics"][m];
-            let (lo, med, hi) = (s["min"].as_f64().unwrap(), s["median"].as_f64().unwrap(), s["max"].as_f64().unwrap());
-            assert!(lo <= med && med <= hi && s["values"].as_array().unwrap().len() == 3, "{} {m}: {s}", c["backend"]);
+            let (lo, med, hi) =
+                (s["min"].as_f64().unwrap(), s["median"].as_f64().unwrap(), s["max"].as_f64().unwrap());
+            assert!(
+                lo <= med && med <= hi && s["values"].as_array().unwrap().len() == 3,
+                "{} {m}: {s}",
+                c["backend"]
+            );
         }
     }
     assert_eq!(column(&rep, &same)["settings"]["narenas"], (4 * cpus).to_string());
     let v = &rep["verdict"];
-    let ranking = |m: &str| v["rankings"].as_array().unwrap().iter().find(|r| r["metric"] == m).unwrap().clone();
+    let ranking =
+        |m: &str| v["rankings"].as_array().unwrap().iter().find(|r| r["metric"] == m).unwrap().clone();
     let tied = |m: &str, a: &str, b: &str| {
-        ranking(m)["ties"].as_array().unwrap().iter().any(|p| (p[0] == a && p[1] == b) || (p[0] == b && p[1] == a))
+        ranking(m)["ties"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| (p[0] == a && p[1] == b) || (p[0] == b && p[1] == a))
     };
     // Same allocator, same settings in effect: the RSS over time is the same within noise.
     assert!(tied("peak_rss_bytes", "jemalloc", &same), "peak RSS: {}", ranking("peak_rss_bytes"));
     // The decay column's mean RSS is a fifth of theirs: no tie.
-    assert!(!tied("mean_rss_bytes", "jemalloc", DECAY0) && !tied("mean_rss_bytes", &same, DECAY0), "mean RSS: {}", ranking("mean_rss_bytes"));
+    assert!(
+        !tied("mean_rss_bytes", "jemalloc", DECAY0) && !tied("mean_rss_bytes", &same, DECAY0),
+        "mean RSS: {}",
+        ranking("mean_rss_bytes")
+    );
     let best: Vec<&Value> = v["best"].as_array().unwrap().iter().collect();
     assert_eq!(best.iter().find(|b| b["metric"] == "mean_rss_bytes").unwrap()["backend"], DECAY0);
     let text = replay(&log, &["--backend", &format!("jemalloc,{same}"), "--rounds", "3"]);
@@ -142,7 +184,10 @@ fn shim_applies_settings_from_shim_backend() {
 #[test]
 fn shim_refuses_a_bad_setting_in_one_line_and_runs_on_defaults() {
     for (backend, want) in [
-        ("jemalloc:dirty_decay_ms=0,bogus=1", "shim: SHIM_BACKEND: jemalloc has no setting 'bogus' (it knows: dirty_decay_ms,"),
+        (
+            "jemalloc:dirty_decay_ms=0,bogus=1",
+            "shim: SHIM_BACKEND: jemalloc has no setting 'bogus' (it knows: dirty_decay_ms,",
+        ),
         ("mimalloc:purge_delay=x", "shim: SHIM_BACKEND: mimalloc setting purge_delay=x is not valid"),
         ("glibc:tcache_count=0", "GLIBC_TUNABLES=glibc.malloc.tcache_count=0"),
     ] {

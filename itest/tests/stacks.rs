@@ -57,7 +57,11 @@ fn sampled_estimates_are_unbiased() {
     let (mut eb, mut ec) = (Vec::new(), Vec::new());
     for seed in 1..=6 {
         let seed = seed.to_string();
-        let t = traced(&prog, &[], &[("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k"), ("SHIM_SAMPLE_SEED", &seed)]);
+        let t = traced(
+            &prog,
+            &[],
+            &[("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k"), ("SHIM_SAMPLE_SEED", &seed)],
+        );
         let s = stats(&t.only_log());
         assert_eq!(s["sites"]["estimated"], true);
         assert_eq!(s["sites"]["sample_bytes"], mean);
@@ -71,10 +75,17 @@ fn sampled_estimates_are_unbiased() {
         let n = truth as f64 / (size as f64 * w);
         let se = truth as f64 / n.sqrt();
         for e in est.iter() {
-            assert!((e - truth as f64).abs() < 4.5 * se, "{name}: estimate {e} vs truth {truth} (se {se:.0}); all {est:?}");
+            assert!(
+                (e - truth as f64).abs() < 4.5 * se,
+                "{name}: estimate {e} vs truth {truth} (se {se:.0}); all {est:?}"
+            );
         }
         let m = est.iter().sum::<f64>() / est.len() as f64;
-        assert!((m - truth as f64).abs() < 2.0 * se, "{name}: mean estimate {m} vs truth {truth} (se of the mean {:.0}); all {est:?}", se / (est.len() as f64).sqrt());
+        assert!(
+            (m - truth as f64).abs() < 2.0 * se,
+            "{name}: mean estimate {m} vs truth {truth} (se of the mean {:.0}); all {est:?}",
+            se / (est.len() as f64).sqrt()
+        );
     }
 }
 
@@ -104,7 +115,9 @@ fn go() -> Command {
     let ok = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
     assert!(ok, "cannot run: go is missing (apt-get install golang-go; tools/test-deps.sh installs it)");
     let mut c = command("go");
-    c.env("HOME", std::env::temp_dir()).env("GOCACHE", build_dir().join("gocache")).env("GOFLAGS", "-mod=mod");
+    c.env("HOME", std::env::temp_dir())
+        .env("GOCACHE", build_dir().join("gocache"))
+        .env("GOFLAGS", "-mod=mod");
     c
 }
 
@@ -116,7 +129,12 @@ fn pprof_totals(file: &Path) -> Vec<(String, i64)> {
     o.assert_success("go tool pprof -raw");
     let text = o.stdout_str();
     let mut lines = text.lines().skip_while(|l| !l.starts_with("Samples:")).skip(1);
-    let names: Vec<String> = lines.next().unwrap_or("").split_whitespace().map(|s| s.split('/').next().unwrap().to_string()).collect();
+    let names: Vec<String> = lines
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|s| s.split('/').next().unwrap().to_string())
+        .collect();
     let mut sums = vec![0i64; names.len()];
     for l in lines.take_while(|l| l.contains(':') && !l.starts_with("Locations")) {
         let vals = l.split(':').next().unwrap();
@@ -132,7 +150,10 @@ fn pprof_totals(file: &Path) -> Vec<(String, i64)> {
 
 #[test]
 fn go_tool_pprof_reads_the_profile_and_agrees_with_stats() {
-    for (mode, env) in [("all", vec![("SHIM_STACKS", "all")]), ("sample", vec![("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k")])] {
+    for (mode, env) in [
+        ("all", vec![("SHIM_STACKS", "all")]),
+        ("sample", vec![("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_BYTES", "64k")]),
+    ] {
         let t = traced(&c_sites(false), &[], &env);
         let log = t.only_log();
         let s = stats(&log);
@@ -145,16 +166,31 @@ fn go_tool_pprof_reads_the_profile_and_agrees_with_stats() {
             let inuse = if at == "peak" { "total_live_at_peak_bytes" } else { "total_leaked_bytes" };
             // Rounding: stats rounds each site's sum, pprof each stack's.
             let near = |a: i64, b: u64| (a - b as i64).abs() <= 2 + b as i64 / 10_000;
-            assert!(near(tot["alloc_space"], s["sites"]["total_alloc_bytes"].as_u64().unwrap()), "{mode} {at}: {tot:?} vs {}", s["sites"]);
-            assert!(near(tot["alloc_objects"], s["sites"]["total_alloc_calls"].as_u64().unwrap()), "{mode} {at}: {tot:?}");
-            assert!(near(tot["inuse_space"], s["sites"][inuse].as_u64().unwrap()), "{mode} {at}: {tot:?} vs {}", s["sites"]);
+            assert!(
+                near(tot["alloc_space"], s["sites"]["total_alloc_bytes"].as_u64().unwrap()),
+                "{mode} {at}: {tot:?} vs {}",
+                s["sites"]
+            );
+            assert!(
+                near(tot["alloc_objects"], s["sites"]["total_alloc_calls"].as_u64().unwrap()),
+                "{mode} {at}: {tot:?}"
+            );
+            assert!(
+                near(tot["inuse_space"], s["sites"][inuse].as_u64().unwrap()),
+                "{mode} {at}: {tot:?} vs {}",
+                s["sites"]
+            );
             let mut c = go();
             c.args(["tool", "pprof", "-top"]).arg(&pb);
             let o = run(c);
             o.assert_success("go tool pprof -top");
             let top = o.stdout_str();
             if at == "peak" {
-                assert!(top.lines().any(|l| l.trim_end().ends_with(" b")) && top.lines().any(|l| l.trim_end().ends_with(" c")), "{top}");
+                assert!(
+                    top.lines().any(|l| l.trim_end().ends_with(" b"))
+                        && top.lines().any(|l| l.trim_end().ends_with(" c")),
+                    "{top}"
+                );
             }
         }
     }
@@ -179,7 +215,8 @@ fn flamegraph_draws_the_sites() {
 #[test]
 fn python_sites_resolve_to_function_names() {
     let py = python3();
-    let script = "def make():\n    return [bytearray(100000) for _ in range(200)]\nkeep = make()\nprint('done')\n";
+    let script =
+        "def make():\n    return [bytearray(100000) for _ in range(200)]\nkeep = make()\nprint('done')\n";
     let t = traced(&py, &["-c", script], &[("SHIM_STACKS", "all")]);
     let s = stats(&t.only_log());
     let rows = s["sites"]["by_bytes"].as_array().unwrap();
@@ -192,7 +229,11 @@ fn python_sites_resolve_to_function_names() {
     let f = top["function"].as_str().unwrap();
     assert!(!f.contains("+0x") && !f.starts_with("0x"), "unresolved: {top}");
     let frames: Vec<&str> = top["stack"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
-    let named = frames.iter().filter(|f| f.contains(&format!("({exe_name})")) || f.contains(".c:")).filter(|f| !f.contains("+0x")).count();
+    let named = frames
+        .iter()
+        .filter(|f| f.contains(&format!("({exe_name})")) || f.contains(".c:"))
+        .filter(|f| !f.contains("+0x"))
+        .count();
     assert!(named >= 3, "python3's frames not resolved to names: {frames:?}");
     assert!(frames.iter().any(|f| f.contains("Py")), "no Py* function in {frames:?}");
 }

@@ -27,9 +27,14 @@ fn stats_opens_with_the_process_tree() {
         .filter(|p| p.extension().is_some_and(|x| x == "shimlog"))
         .collect();
     logs.sort();
-    assert!(logs.len() > 5, "sh, ls, the pipeline's two sides, sort, the inner sh and cat, the subshell: {logs:?}");
-    let names: Vec<String> = logs.iter().map(|p| format!("rec/{}", p.file_name().unwrap().to_string_lossy())).collect();
-    let headers: Vec<LogReader> = logs.iter().map(|p| LogReader::open(p.to_str().unwrap()).unwrap()).collect();
+    assert!(
+        logs.len() > 5,
+        "sh, ls, the pipeline's two sides, sort, the inner sh and cat, the subshell: {logs:?}"
+    );
+    let names: Vec<String> =
+        logs.iter().map(|p| format!("rec/{}", p.file_name().unwrap().to_string_lossy())).collect();
+    let headers: Vec<LogReader> =
+        logs.iter().map(|p| LogReader::open(p.to_str().unwrap()).unwrap()).collect();
     let mut args = vec!["stats", "--json"];
     args.extend(names.iter().map(|s| s.as_str()));
     let j = shimlog(cwd.path(), &args);
@@ -63,7 +68,9 @@ fn stats_opens_with_the_process_tree() {
     for (k, r) in tree.iter().enumerate() {
         let parent = tree[..k].iter().rev().find(|p| p["pid"] == r["ppid"] && p["pid"] != r["pid"]);
         match parent {
-            Some(p) => assert_eq!(r["depth"].as_u64(), Some(p["depth"].as_u64().unwrap() + 1), "{r} under {p}"),
+            Some(p) => {
+                assert_eq!(r["depth"].as_u64(), Some(p["depth"].as_u64().unwrap() + 1), "{r} under {p}")
+            }
             None => assert!(
                 !tree.iter().any(|p| p["pid"] == r["ppid"] && p["pid"] != r["pid"]),
                 "{r} comes before its parent"
@@ -71,7 +78,11 @@ fn stats_opens_with_the_process_tree() {
         }
     }
     assert_eq!(tree[0]["depth"], 0);
-    assert!(tree[0]["program"].as_str().unwrap().ends_with("sh") || tree[0]["program"] == "dash", "{}", tree[0]);
+    assert!(
+        tree[0]["program"].as_str().unwrap().ends_with("sh") || tree[0]["program"] == "dash",
+        "{}",
+        tree[0]
+    );
     assert!(["exit(3)", "_exit(3)"].contains(&tree[0]["ended"].as_str().unwrap()), "{}", tree[0]);
     for (k, r) in tree.iter().enumerate() {
         if r["ended"] == "exec" {

@@ -24,7 +24,12 @@ fn check(prog: &str, args: &[&str], first: usize) {
             .env("SHIM_LOG", dir.path().join("%e.%p.shimlog"));
         let out = run(c);
         out.assert_success(&format!("{prog} switched to {b}"));
-        assert_eq!(head(out.stdout_str()), head(bare.stdout_str()), "{prog} switched to {b} printed otherwise than bare; stderr:\n{}", out.stderr);
+        assert_eq!(
+            head(out.stdout_str()),
+            head(bare.stdout_str()),
+            "{prog} switched to {b} printed otherwise than bare; stderr:\n{}",
+            out.stderr
+        );
         assert!(list_files(dir.path()).is_empty(), "{prog} with SHIM_TRACE=0 left a log");
     }
 }

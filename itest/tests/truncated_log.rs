@@ -64,7 +64,10 @@ fn truncated_log_decodes_up_to_its_last_whole_frame() {
             match LogReader::open(cut_str) {
                 Err(e) => {
                     let msg = e.to_string();
-                    assert!(!msg.is_empty() && !msg.contains('\n'), "cut at {cut}: error is not one line: {msg:?}");
+                    assert!(
+                        !msg.is_empty() && !msg.contains('\n'),
+                        "cut at {cut}: error is not one line: {msg:?}"
+                    );
                 }
                 Ok(_) => panic!("cut at {cut} (inside the header, which ends at {data_start}) opened"),
             }
@@ -92,8 +95,14 @@ fn truncated_log_decodes_up_to_its_last_whole_frame() {
         for (s, n) in &want_count {
             let got = events.get(s).map(Vec::as_slice).unwrap_or(&[]);
             assert_eq!(got.len(), *n, "cut at {cut}: stream {s} events");
-            assert!(got == &full_events[s][..*n], "cut at {cut}: stream {s} is not a prefix of the whole log's");
+            assert!(
+                got == &full_events[s][..*n],
+                "cut at {cut}: stream {s} is not a prefix of the whole log's"
+            );
         }
-        assert!(events.keys().all(|s| want_count.contains_key(s)), "cut at {cut}: events of a stream with no whole frame");
+        assert!(
+            events.keys().all(|s| want_count.contains_key(s)),
+            "cut at {cut}: events of a stream with no whole frame"
+        );
     }
 }

@@ -9,7 +9,8 @@ use recorder::{window_event, Event, LogReader, Op};
 use std::path::Path;
 
 fn events(path: &Path) -> (recorder::Header, Vec<Event>) {
-    let r = LogReader::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r =
+        LogReader::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert!(r.issues.is_empty(), "{}: read issues {:?}", path.display(), r.issues);
     let h = r.header.clone();
     let v: Vec<Event> = r.events().collect();
@@ -18,9 +19,7 @@ fn events(path: &Path) -> (recorder::Header, Vec<Event>) {
 
 fn run_windows(dir: &Path, secs: &str, env: &[(&str, &str)]) -> Output {
     let mut c = command(cprog("windows"));
-    c.arg(secs)
-        .env("LD_PRELOAD", shim_lib())
-        .env("SHIM_LOG", dir.join("w.%n.shimlog"));
+    c.arg(secs).env("LD_PRELOAD", shim_lib()).env("SHIM_LOG", dir.join("w.%n.shimlog"));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -35,7 +34,8 @@ fn three_windows_every_two_seconds() {
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let p = out.json();
     let pid = out.pid;
-    let times: Vec<u64> = p["times"].as_array().expect("times").iter().map(|t| t.as_u64().expect("time")).collect();
+    let times: Vec<u64> =
+        p["times"].as_array().expect("times").iter().map(|t| t.as_u64().expect("time")).collect();
     let batch = p["batch"].as_u64().expect("batch");
     let names: Vec<String> = list_files(dir.path())
         .iter()
@@ -64,7 +64,8 @@ fn three_windows_every_two_seconds() {
     let gap = starts[1].2 - starts[0].2;
     assert!((1_800_000_000..2_300_000_000).contains(&gap), "windows {gap} ns apart");
     // Between windows 1 and 2: RSS and allocator statistics.
-    let between = |op: Op| watch.iter().filter(|e| e.op == op && e.ts_ns > ends[0].2 && e.ts_ns < starts[1].2).count();
+    let between =
+        |op: Op| watch.iter().filter(|e| e.op == op && e.ts_ns > ends[0].2 && e.ts_ns < starts[1].2).count();
     assert!(between(Op::Rss) >= 1, "no RSS record between windows 1 and 2");
     assert!(between(Op::AllocStat) >= 1, "no allocator statistics between windows 1 and 2");
     assert!(watch.iter().any(|e| e.op == Op::ThreadSeen && e.value() == pid as u64), "main thread not seen");
@@ -92,7 +93,8 @@ fn three_windows_every_two_seconds() {
                 overlap += 1;
             }
         }
-        let mallocs = kept.iter().filter(|e| e.op == Op::Malloc && e.size >= 32 && e.size < 132).count() as u64;
+        let mallocs =
+            kept.iter().filter(|e| e.op == Op::Malloc && e.size >= 32 && e.size < 132).count() as u64;
         assert!(
             inside * batch <= mallocs && mallocs <= overlap * batch + batch,
             "window {n}: {mallocs} mallocs, the program made {} to {} in its period",
@@ -136,7 +138,9 @@ fn a_slow_call_is_a_stall_in_the_watch_log() {
     let (_, watch) = events(&logs[0]);
     let stalls: Vec<&Event> = watch.iter().filter(|e| e.op == Op::Stall).collect();
     assert!(
-        stalls.iter().any(|e| e.value() == tid && e.size == Op::Realloc as u64 && e.backend_ns().unwrap_or(0) >= 1_000_000),
+        stalls.iter().any(|e| e.value() == tid
+            && e.size == Op::Realloc as u64
+            && e.backend_ns().unwrap_or(0) >= 1_000_000),
         "no realloc stall of thread {tid}: {stalls:?}"
     );
 }
@@ -168,14 +172,19 @@ fn log_limit_stop() {
     };
     plain.assert_success("windows.c without the shim");
     // (40 KiB: a second of windows.c now takes less than 100 KiB, in columnar frames.)
-    let out = run_windows(dir.path(), "1.5", &[("SHIM_LOG_LIMIT", "40k"), ("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "1100ms")]);
+    let out = run_windows(
+        dir.path(),
+        "1.5",
+        &[("SHIM_LOG_LIMIT", "40k"), ("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "1100ms")],
+    );
     out.assert_success("windows.c with SHIM_LOG_LIMIT=40k");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
     let logs = list_files(dir.path());
     let total: u64 = logs.iter().map(|p| std::fs::metadata(p).expect("stat").len()).sum();
     assert!(total <= 40 * 1024 + 70 * 1024, "{total} bytes of logs for a 40 KiB limit: {logs:?}");
     let (_, watch) = events(&dir.path().join("w.0.shimlog"));
-    let marks: Vec<(u64, u64)> = watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    let marks: Vec<(u64, u64)> =
+        watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
     assert!(marks.contains(&(1, window_event::END_LIMIT)), "{marks:?}");
     assert!(marks.contains(&(0, window_event::LIMIT_STOP)), "{marks:?}");
     assert!(!marks.iter().any(|m| m.0 == 2), "a window opened after the limit: {marks:?}");
@@ -191,7 +200,12 @@ fn log_limit_rotate() {
     let out = run_windows(
         dir.path(),
         "3",
-        &[("SHIM_LOG_LIMIT", "48k"), ("SHIM_LOG_FULL", "rotate"), ("SHIM_WINDOW", "200ms"), ("SHIM_EVERY", "400ms")],
+        &[
+            ("SHIM_LOG_LIMIT", "48k"),
+            ("SHIM_LOG_FULL", "rotate"),
+            ("SHIM_WINDOW", "200ms"),
+            ("SHIM_EVERY", "400ms"),
+        ],
     );
     out.assert_success("windows.c with SHIM_LOG_FULL=rotate");
     assert!(out.stderr.is_empty(), "the shim wrote on stderr: {}", out.stderr);
@@ -237,7 +251,10 @@ fn a_full_disk_closes_the_window() {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        return itest::skip("mount", "cannot mount a 96k tmpfs to fill (needs root, or CAP_SYS_ADMIN in a container)");
+        return itest::skip(
+            "mount",
+            "cannot mount a 96k tmpfs to fill (needs root, or CAP_SYS_ADMIN in a container)",
+        );
     }
     let _m = Mount(mnt.clone());
     let out = run_windows(&mnt, "2.5", &[("SHIM_WINDOW", "1h")]);
@@ -246,9 +263,14 @@ fn a_full_disk_closes_the_window() {
     assert_eq!(p["batch"], 100, "the program's output: {}", out.stdout_str());
     assert!(p["times"].as_array().is_some_and(|t| t.len() > 500), "the program's output is cut");
     assert_eq!(out.stderr.lines().count(), 1, "stderr: {}", out.stderr);
-    assert!(out.stderr.contains("w.1.shimlog failed") && out.stderr.contains("watched on"), "stderr: {}", out.stderr);
+    assert!(
+        out.stderr.contains("w.1.shimlog failed") && out.stderr.contains("watched on"),
+        "stderr: {}",
+        out.stderr
+    );
     let (_, watch) = events(&mnt.join("w.0.shimlog"));
-    let marks: Vec<(u64, u64)> = watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
+    let marks: Vec<(u64, u64)> =
+        watch.iter().filter(|e| e.op == Op::Window).map(|e| (e.size, e.value())).collect();
     assert_eq!(marks, [(1, window_event::START_SCHEDULE), (1, window_event::END_WRITE_ERROR)]);
     let r = LogReader::open(mnt.join("w.1.shimlog").to_str().unwrap()).expect("window 1");
     assert!(r.issues.is_empty(), "window 1's log: {:?}", r.issues);
@@ -264,22 +286,43 @@ fn every_backend_watch_log_has_its_statistics() {
         .map(|&b| {
             std::thread::spawn(move || {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let out = run_windows(dir.path(), "3", &[("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "2s"), ("SHIM_BACKEND", b)]);
+                let out = run_windows(
+                    dir.path(),
+                    "3",
+                    &[("SHIM_WINDOW", "1s"), ("SHIM_EVERY", "2s"), ("SHIM_BACKEND", b)],
+                );
                 out.assert_success(&format!("windows.c under {b}"));
                 let (h, watch) = events(&dir.path().join("w.0.shimlog"));
                 assert_eq!(h.backend, b);
-                let names: std::collections::BTreeSet<&str> =
-                    watch.iter().filter(|e| e.op == Op::AllocStat).map(|e| recorder::alloc_stat_name(e.size)).collect();
+                let names: std::collections::BTreeSet<&str> = watch
+                    .iter()
+                    .filter(|e| e.op == Op::AllocStat)
+                    .map(|e| recorder::alloc_stat_name(e.size))
+                    .collect();
                 assert!(!names.is_empty(), "{b}: no allocator statistics in the watch log");
                 assert!(!names.contains("unknown"), "{b}: statistics of unknown name: {names:?}");
                 let want: std::collections::BTreeSet<&str> = match b {
                     "glibc" => ["arena", "mmapped", "in_use", "free", "releasable"].into(),
-                    "jemalloc" => ["allocated", "active", "resident", "mapped", "metadata", "retained"].into(),
+                    "jemalloc" => {
+                        ["allocated", "active", "resident", "mapped", "metadata", "retained"].into()
+                    }
                     "mimalloc" => ["current_commit", "peak_commit", "page_faults"].into(),
-                    "tcmalloc" => ["allocated", "heap_size", "physical", "pageheap_free", "pageheap_unmapped",
-                        "central_cache_free", "transfer_cache_free", "thread_cache_free"].into(),
+                    "tcmalloc" => [
+                        "allocated",
+                        "heap_size",
+                        "physical",
+                        "pageheap_free",
+                        "pageheap_unmapped",
+                        "central_cache_free",
+                        "transfer_cache_free",
+                        "thread_cache_free",
+                    ]
+                    .into(),
                     "snmalloc" => ["reserved", "peak_reserved"].into(),
-                    "rpmalloc" => ["mapped", "mapped_peak", "cached", "huge_alloc", "mapped_total", "unmapped_total"].into(),
+                    "rpmalloc" => {
+                        ["mapped", "mapped_peak", "cached", "huge_alloc", "mapped_total", "unmapped_total"]
+                            .into()
+                    }
                     _ => unreachable!(),
                 };
                 assert_eq!(names, want, "{b}: statistics in the watch log");

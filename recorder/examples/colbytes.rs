@@ -30,8 +30,13 @@ fn main() {
     for path in &args {
         let r = LogReader::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let events = r.record_count().max(1) as f64;
-        println!("{path}: {} events, {} frames, log {:.3} B/event (frames {:.3})", r.record_count(), r.frames.len(),
-            r.file_len as f64 / events, r.compressed_bytes() as f64 / events);
+        println!(
+            "{path}: {} events, {} frames, log {:.3} B/event (frames {:.3})",
+            r.record_count(),
+            r.frames.len(),
+            r.file_len as f64 / events,
+            r.compressed_bytes() as f64 / events
+        );
         let mut frames: Vec<(Vec<u8>, u64)> = Vec::new();
         r.for_each_frame(|fi, data| {
             if let Ok(d) = data {
@@ -63,10 +68,19 @@ fn main() {
                 }
                 one += comp.compress(&cat).unwrap().len() + FRAME_HEADER_LEN;
             }
-            println!("  {name:24} {:.3} B/event (all columns in one zstd frame instead: {:.3})", total as f64 / events, one as f64 / events);
+            println!(
+                "  {name:24} {:.3} B/event (all columns in one zstd frame instead: {:.3})",
+                total as f64 / events,
+                one as f64 / events
+            );
             if name == "format (default)" {
                 for i in 0..N_COLS {
-                    println!("    {:14} {:7.3} raw {:7.3} zstd", COLUMN_NAMES[i], raw[i] as f64 / events, zipped[i] as f64 / events);
+                    println!(
+                        "    {:14} {:7.3} raw {:7.3} zstd",
+                        COLUMN_NAMES[i],
+                        raw[i] as f64 / events,
+                        zipped[i] as f64 / events
+                    );
                 }
             }
         }

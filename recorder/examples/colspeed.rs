@@ -26,18 +26,49 @@ fn main() {
     let mut e = Encoder::new();
     let (mut scratch, mut body, mut out) = (Vec::new(), Vec::new(), Vec::with_capacity(1 << 17));
     let best = |f: &mut dyn FnMut()| {
-        (0..passes).map(|_| { let t = Instant::now(); f(); t.elapsed().as_secs_f64() }).fold(f64::MAX, f64::min) * 1e9 / events
+        (0..passes)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::MAX, f64::min)
+            * 1e9
+            / events
     };
-    let zrow = best(&mut || for (d, _) in &frames { out.clear(); rows.compress_to_buffer(&d[..], &mut out).unwrap(); });
-    let dec = best(&mut || for (d, t) in &frames {
-        let mut st = recorder::buffer::DecodeState::new(*t);
-        let mut n = 0u64;
-        loop {
-            match st.next_common::<false>(d) { Some(r) => n = n.wrapping_add(r.args.ptr), None => match st.next_record(d) { Ok(Some(r)) => n = n.wrapping_add(r.args.ptr), _ => break } }
+    let zrow = best(&mut || {
+        for (d, _) in &frames {
+            out.clear();
+            rows.compress_to_buffer(&d[..], &mut out).unwrap();
         }
-        std::hint::black_box(n);
     });
-    let enc = best(&mut || for (d, t) in &frames { e.encode(d, *t).unwrap(); });
-    let all = best(&mut || for (d, t) in &frames { e.encode(d, *t).unwrap(); body.clear(); columns::pack(&e.cols, &mut comp, &mut scratch, &mut body).unwrap(); });
+    let dec = best(&mut || {
+        for (d, t) in &frames {
+            let mut st = recorder::buffer::DecodeState::new(*t);
+            let mut n = 0u64;
+            loop {
+                match st.next_common::<false>(d) {
+                    Some(r) => n = n.wrapping_add(r.args.ptr),
+                    None => match st.next_record(d) {
+                        Ok(Some(r)) => n = n.wrapping_add(r.args.ptr),
+                        _ => break,
+                    },
+                }
+            }
+            std::hint::black_box(n);
+        }
+    });
+    let enc = best(&mut || {
+        for (d, t) in &frames {
+            e.encode(d, *t).unwrap();
+        }
+    });
+    let all = best(&mut || {
+        for (d, t) in &frames {
+            e.encode(d, *t).unwrap();
+            body.clear();
+            columns::pack(&e.cols, &mut comp, &mut scratch, &mut body).unwrap();
+        }
+    });
     println!("{}: rows zstd {zrow:.1} ns/event; decoding the rows {dec:.1}; columns: encode {enc:.1}, encode and pack {all:.1} ns/event ({:.2}x)", args[0], all / zrow);
 }

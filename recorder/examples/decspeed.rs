@@ -46,7 +46,11 @@ fn main() {
         }
         best = best.min(t0.elapsed().as_secs_f64());
     }
-    println!("{n} records in {} frames: {:.2} ns per record (checksum {sum:x})", frames.len(), best * 1e9 / n as f64);
+    println!(
+        "{n} records in {} frames: {:.2} ns per record (checksum {sum:x})",
+        frames.len(),
+        best * 1e9 / n as f64
+    );
 }
 
 #[inline(always)]

@@ -34,5 +34,11 @@ fn main() {
         buf.last_ticks = fi.h.last_ticks;
         w.write_buf(&buf).expect("write a frame");
     });
-    println!("{} frames ({} columnar), {} records, {} unreadable frames left out", w.frames, w.columnar_frames(), w.records, bad);
+    println!(
+        "{} frames ({} columnar), {} records, {} unreadable frames left out",
+        w.frames,
+        w.columnar_frames(),
+        w.records,
+        bad
+    );
 }

@@ -181,7 +181,8 @@ impl Buf {
         unsafe {
             let start = self.data.as_mut_ptr().add(self.len as usize);
             *start = tag;
-            let mut w = varint::put_raw(start.add(1), varint::zigzag(ticks.wrapping_sub(self.last_ticks) as i64));
+            let mut w =
+                varint::put_raw(start.add(1), varint::zigzag(ticks.wrapping_sub(self.last_ticks) as i64));
             if let Some(sz) = size {
                 w = varint::put_raw(w, sz);
             }
@@ -207,13 +208,38 @@ mod tests {
 
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop::sample::select(vec![
-            Op::Malloc, Op::Free, Op::Calloc, Op::Realloc, Op::Reallocarray,
-            Op::PosixMemalign, Op::AlignedAlloc, Op::Memalign, Op::Valloc, Op::Pvalloc, Op::FreeSized,
-            Op::ThreadStart, Op::ThreadExit, Op::Dropped, Op::Rss, Op::Fork, Op::Clock,
-            Op::Untraced, Op::End, Op::Stall, Op::AllocStat, Op::Window, Op::ThreadSeen,
-            Op::Stack, Op::StackPc, Op::Site, Op::Mapping, Op::MappingBias, Op::MappingPath,
+            Op::Malloc,
+            Op::Free,
+            Op::Calloc,
+            Op::Realloc,
+            Op::Reallocarray,
+            Op::PosixMemalign,
+            Op::AlignedAlloc,
+            Op::Memalign,
+            Op::Valloc,
+            Op::Pvalloc,
+            Op::FreeSized,
+            Op::ThreadStart,
+            Op::ThreadExit,
+            Op::Dropped,
+            Op::Rss,
+            Op::Fork,
+            Op::Clock,
+            Op::Untraced,
+            Op::End,
+            Op::Stall,
+            Op::AllocStat,
+            Op::Window,
+            Op::ThreadSeen,
+            Op::Stack,
+            Op::StackPc,
+            Op::Site,
+            Op::Mapping,
+            Op::MappingBias,
+            Op::MappingPath,
             Op::MappingBuildId,
-            Op::Exit, Op::Recovered,
+            Op::Exit,
+            Op::Recovered,
         ])
     }
 

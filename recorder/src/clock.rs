@@ -14,7 +14,11 @@ pub fn init(monotonic: bool) {
 }
 
 pub fn source() -> &'static str {
-    if USE_TSC.load(Relaxed) { "tsc" } else { "monotonic" }
+    if USE_TSC.load(Relaxed) {
+        "tsc"
+    } else {
+        "monotonic"
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

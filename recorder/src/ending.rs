@@ -1,7 +1,7 @@
 //! How the process behind a log ended, from the last records of its process stream: the
 //! exit status of a clean close, or what recovery found after it died.
-use crate::event::{exit_how, exit_how_name, recovered_end_name, Op};
 use crate::buffer::RawRecord;
+use crate::event::{exit_how, exit_how_name, recovered_end_name, Op};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -34,7 +34,9 @@ impl Ending {
                         None => Ending::Closed,
                     }
                 }
-                Op::Recovered => e = Ending::Recovered { end: recovered_end_name(r.args.size), records: r.args.value },
+                Op::Recovered => {
+                    e = Ending::Recovered { end: recovered_end_name(r.args.size), records: r.args.value }
+                }
                 _ => {}
             }
         }

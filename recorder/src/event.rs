@@ -110,7 +110,6 @@ pub fn recovered_end_name(v: u64) -> &'static str {
     }
 }
 
-
 /// Why a stack was taken ([`Op::Site`] values, bits).
 pub mod site_flags {
     /// The allocation was sampled (SHIM_STACKS=sample: by bytes, mean in the header).
@@ -207,7 +206,9 @@ pub fn window_event_name(v: u64) -> &'static str {
         DELETED => "its log deleted (rotation)",
         LIMIT_STOP => "log limit reached: no more windows",
         INFLIGHT_LOG_GONE => "its in-flight file removed: its log is gone (its records are lost)",
-        INFLIGHT_LOG_UNWRITABLE => "its in-flight file removed: its log cannot be written (its records are lost)",
+        INFLIGHT_LOG_UNWRITABLE => {
+            "its in-flight file removed: its log cannot be written (its records are lost)"
+        }
         INFLIGHT_EMPTY => "its in-flight file removed: it held nothing (the process died making it)",
         _ => "unknown",
     }
@@ -233,7 +234,11 @@ impl Op {
     /// ([`crate::buffer::Args::requested`]) and the readers ([`Event::requested`]) share.
     #[inline(always)]
     pub fn requested(self, count: u64, size: u64) -> u64 {
-        if matches!(self, Op::Calloc | Op::Reallocarray) { count.saturating_mul(size) } else { size }
+        if matches!(self, Op::Calloc | Op::Reallocarray) {
+            count.saturating_mul(size)
+        } else {
+            size
+        }
     }
 
     pub fn from_u8(v: u8) -> Option<Op> {
@@ -354,7 +359,6 @@ impl Op {
     }
 }
 
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Field {
     Size,
@@ -425,20 +429,32 @@ impl Event {
     /// Element count for calloc and reallocarray, else 0.
     #[inline(always)]
     pub fn count(&self) -> u64 {
-        if matches!(self.op, Op::Calloc | Op::Reallocarray) { self.arg } else { 0 }
+        if matches!(self.op, Op::Calloc | Op::Reallocarray) {
+            self.arg
+        } else {
+            0
+        }
     }
 
     /// Alignment asked of posix_memalign, aligned_alloc and memalign, else 0.
     #[inline(always)]
     pub fn align(&self) -> u64 {
-        if matches!(self.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) { self.arg } else { 0 }
+        if matches!(self.op, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign) {
+            self.arg
+        } else {
+            0
+        }
     }
 
     /// Record-specific value of a thread, process or clock record (tid for thread_start,
     /// dropped count, RSS bytes...); 0 for a malloc-family call.
     #[inline(always)]
     pub fn value(&self) -> u64 {
-        if self.op.is_alloc_family() { 0 } else { self.arg }
+        if self.op.is_alloc_family() {
+            0
+        } else {
+            self.arg
+        }
     }
 
     /// Time spent inside the backend call, when it was measured.

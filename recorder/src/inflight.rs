@@ -58,7 +58,8 @@ pub struct InflightHeader {
 
 const _: () = assert!(core::mem::size_of::<InflightHeader>() <= HEADER_LEN);
 
-const _: () = assert!(core::mem::offset_of!(InflightHeader, pid) == 20, "docs/format.md and recover.rs read pid at 20");
+const _: () =
+    assert!(core::mem::offset_of!(InflightHeader, pid) == 20, "docs/format.md and recover.rs read pid at 20");
 
 /// Bytes per slot.
 pub fn slot_size() -> usize {
@@ -77,7 +78,10 @@ pub const DEFAULT_BASE: &str = "/dev/shm";
 /// absolute path, else [`DEFAULT_BASE`]. For shimlog (the shim reads its settings without
 /// allocating, in its config).
 pub fn base_from_env() -> String {
-    std::env::var("SHIM_INFLIGHT_DIR").ok().filter(|v| v.starts_with('/')).unwrap_or_else(|| DEFAULT_BASE.to_string())
+    std::env::var("SHIM_INFLIGHT_DIR")
+        .ok()
+        .filter(|v| v.starts_with('/'))
+        .unwrap_or_else(|| DEFAULT_BASE.to_string())
 }
 
 /// The user's in-flight directory under `base`: `BASE/shim-UID`.
@@ -182,11 +186,25 @@ impl Inflight {
             if libc::fstat(fd, &mut st) != 0 {
                 return fail(fd);
             }
-            let p = libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
             if p == libc::MAP_FAILED {
                 return fail(fd);
             }
-            let f = Inflight { fd, path: path.to_string(), base: p as *mut u8, removed: Default::default(), no_room: Default::default(), id: (st.st_dev, st.st_ino) };
+            let f = Inflight {
+                fd,
+                path: path.to_string(),
+                base: p as *mut u8,
+                removed: Default::default(),
+                no_room: Default::default(),
+                id: (st.st_dev, st.st_ino),
+            };
             let h = &mut *(p as *mut InflightHeader);
             h.version = VERSION;
             h.slot_size = slot_size() as u32;
@@ -221,7 +239,10 @@ impl Inflight {
             let mut st: libc::stat = core::mem::zeroed();
             libc::fstat(self.fd, &mut st) == 0 && (st.st_dev, st.st_ino) == self.id
         };
-        if !ours || unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) } != 0 {
+        if !ours
+            || unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) }
+                != 0
+        {
             self.no_room.store(true, Relaxed);
             return None;
         }

@@ -12,18 +12,18 @@ pub mod ending;
 pub mod event;
 pub mod format;
 pub mod inflight;
+pub mod reader;
 pub mod reclaim;
 pub mod recover;
-pub mod reader;
 pub mod synth;
 pub mod transport;
 pub mod varint;
 pub mod writer;
 
-pub use event::{
-    alloc_stat_code, alloc_stat_name, exit_how, exit_how_name, recovered_end, recovered_end_name, window_event,
-    window_event_name, Event, Op, ALLOC_STAT_NAMES,
-};
 pub use ending::Ending;
+pub use event::{
+    alloc_stat_code, alloc_stat_name, exit_how, exit_how_name, recovered_end, recovered_end_name,
+    window_event, window_event_name, Event, Op, ALLOC_STAT_NAMES,
+};
 pub use format::Header;
 pub use reader::{LogReader, ReadIssue};

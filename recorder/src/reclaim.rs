@@ -91,7 +91,9 @@ pub fn reclaim(path: &str) -> Outcome {
     let c = match claim(path) {
         Ok(c) => c,
         Err(NotRecovered::Running) => return Outcome::Left(format!("{path}: its process still runs")),
-        Err(NotRecovered::Nothing) => return Outcome::Left(format!("{path}: gone already (another reader took it)")),
+        Err(NotRecovered::Nothing) => {
+            return Outcome::Left(format!("{path}: gone already (another reader took it)"))
+        }
         Err(NotRecovered::Untouched(m)) => return Outcome::Left(m),
         // No header, its process gone: nothing in it to recover.
         Err(NotRecovered::Failed(m)) => {
@@ -106,7 +108,11 @@ pub fn reclaim(path: &str) -> Outcome {
     match c.recover(&c.log()) {
         Ok(done) => Outcome::Recovered(done),
         Err(NotRecovered::Failed(m)) => {
-            let why = if std::path::Path::new(&c.log()).exists() { INFLIGHT_LOG_UNWRITABLE } else { INFLIGHT_LOG_GONE };
+            let why = if std::path::Path::new(&c.log()).exists() {
+                INFLIGHT_LOG_UNWRITABLE
+            } else {
+                INFLIGHT_LOG_GONE
+            };
             c.remove();
             Outcome::Removed { why, pid, line: format!("{m}: pid {pid}'s records are lost") }
         }
@@ -118,9 +124,14 @@ pub fn reclaim(path: &str) -> Outcome {
 /// The line that says what [`reclaim`] did with one file (`who` starts it: "shim", "shimlog").
 pub fn said(who: &str, path: &str, o: &Outcome) -> String {
     match o {
-        Outcome::Recovered(done) if done.is_empty() => format!("{who}: {path}: recovered (its records were all in its log already); removed"),
+        Outcome::Recovered(done) if done.is_empty() => {
+            format!("{who}: {path}: recovered (its records were all in its log already); removed")
+        }
         Outcome::Recovered(done) => {
-            let logs: Vec<String> = done.iter().map(|r| format!("{} records in {} frames into {}", r.records, r.frames, r.log)).collect();
+            let logs: Vec<String> = done
+                .iter()
+                .map(|r| format!("{} records in {} frames into {}", r.records, r.frames, r.log))
+                .collect();
             format!("{who}: {path}: recovered {}; removed", logs.join(", "))
         }
         Outcome::Removed { line, .. } => format!("{who}: in-flight file removed: {line}"),

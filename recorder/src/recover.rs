@@ -82,7 +82,9 @@ pub fn claim(path: &str) -> Result<Claimed, NotRecovered> {
         // No header yet: its process is creating it (the name's pid lives), or died doing so.
         return match pid_in_name(path).is_some_and(alive) {
             true => Err(NotRecovered::Running),
-            false => Err(NotRecovered::Failed(format!("{path}: holds no header (its process died while making it)"))),
+            false => Err(NotRecovered::Failed(format!(
+                "{path}: holds no header (its process died while making it)"
+            ))),
         };
     }
     let pid = u32::from_le_bytes([header[20], header[21], header[22], header[23]]);
@@ -110,7 +112,10 @@ impl Claimed {
     /// Whether this build of the shim wrote it (another version's file is left alone).
     pub fn readable(&self) -> Result<(), NotRecovered> {
         let h = self.h();
-        if h.version != inflight::VERSION || h.slot_size as usize != inflight::slot_size() || h.slots as usize > inflight::SLOTS {
+        if h.version != inflight::VERSION
+            || h.slot_size as usize != inflight::slot_size()
+            || h.slots as usize > inflight::SLOTS
+        {
             return Err(NotRecovered::Untouched(format!(
                 "{}: written by another version of the shim (in-flight version {}, slots of {} bytes; this build reads version {}, {} bytes)",
                 self.path,
@@ -178,7 +183,10 @@ impl Claimed {
             if !std::path::Path::new(&target).exists() {
                 return Err(fail(format!("its log {target} is gone")));
             }
-            done.push(append(&target, bufs, end, clock).map_err(|e| fail(format!("its log {target} cannot be written: {e}")))?);
+            done.push(
+                append(&target, bufs, end, clock)
+                    .map_err(|e| fail(format!("its log {target} cannot be written: {e}")))?,
+            );
         }
         // Everything is in the logs now.
         let _ = std::fs::remove_file(path);
@@ -209,7 +217,8 @@ pub(crate) fn pid_in_name(path: &str) -> Option<u32> {
 fn alive(pid: u32) -> bool {
     pid != 0
         && pid <= i32::MAX as u32
-        && (unsafe { libc::kill(pid as i32, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+        && (unsafe { libc::kill(pid as i32, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// True when process `pid` runs and maps the in-flight file at `path` (or runs and its maps
@@ -218,7 +227,9 @@ fn still_mapped(pid: u32, path: &str) -> bool {
     if !alive(pid) {
         return false;
     }
-    let want = std::fs::canonicalize(path).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| path.to_string());
+    let want = std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string());
     std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .map(|m| m.lines().any(|l| l.ends_with(want.as_str())))
         .unwrap_or(true)
@@ -230,7 +241,11 @@ fn slot(raw: &[u8]) -> Option<Box<Buf>> {
     // SAFETY: `raw` holds at least size_of::<Buf>() bytes (a slot), copied over a Buf of
     // plain integers and bytes.
     unsafe {
-        core::ptr::copy_nonoverlapping(raw.as_ptr(), &mut *b as *mut Buf as *mut u8, core::mem::size_of::<Buf>())
+        core::ptr::copy_nonoverlapping(
+            raw.as_ptr(),
+            &mut *b as *mut Buf as *mut u8,
+            core::mem::size_of::<Buf>(),
+        )
     };
     if b.n == 0 || b.len == 0 {
         return None;
@@ -259,7 +274,12 @@ fn slot(raw: &[u8]) -> Option<Box<Buf>> {
 
 /// Appends `bufs` to the log at `path` (cut back to its last whole frame first), then a
 /// process frame with the `recovered` record.
-fn append(path: &str, mut bufs: Vec<Box<Buf>>, end: u64, clock: (u64, u64, u64, u64)) -> io::Result<Recovered> {
+fn append(
+    path: &str,
+    mut bufs: Vec<Box<Buf>>,
+    end: u64,
+    clock: (u64, u64, u64, u64),
+) -> io::Result<Recovered> {
     let r = LogReader::open(path)?;
     let written: HashSet<(u32, u64)> = r.frames.iter().map(|f| (f.h.stream, f.h.first_ticks)).collect();
     bufs.retain(|b| !written.contains(&(b.stream, b.first_ticks)));

@@ -40,14 +40,7 @@ struct Stream {
     buf: Box<Buf>,
 }
 
-fn push(
-    w: &mut LogWriter,
-    s: &mut Stream,
-    op: Op,
-    t: u64,
-    a: &Args,
-    bt: Option<u64>,
-) -> io::Result<()> {
+fn push(w: &mut LogWriter, s: &mut Stream, op: Op, t: u64, a: &Args, bt: Option<u64>) -> io::Result<()> {
     if !s.buf.has_room() {
         w.write_buf(&s.buf)?;
         let id = s.buf.stream;
@@ -59,13 +52,7 @@ fn push(
 
 /// Writes a synthetic log of `events` records (thread starts and exits, RSS records and the
 /// end included) to `out`.
-pub fn write(
-    out: &str,
-    events: u64,
-    threads: u32,
-    target_live: usize,
-    level: i32,
-) -> io::Result<Written> {
+pub fn write(out: &str, events: u64, threads: u32, target_live: usize, level: i32) -> io::Result<Written> {
     let (fd, path) = create_log(out)?;
     let mut w = LogWriter::new(fd, level)?;
     let h = Header {
@@ -88,20 +75,11 @@ pub fn write(
     w.note_header(reserved);
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut proc_s = Stream {
-        buf: Buf::new_boxed(0),
-    };
-    let mut ths: Vec<Stream> = (1..=threads)
-        .map(|i| Stream {
-            buf: Buf::new_boxed(i),
-        })
-        .collect();
+    let mut proc_s = Stream { buf: Buf::new_boxed(0) };
+    let mut ths: Vec<Stream> = (1..=threads).map(|i| Stream { buf: Buf::new_boxed(i) }).collect();
     let mut t: u64 = 1000;
     for (i, s) in ths.iter_mut().enumerate() {
-        let a = Args {
-            value: 10_000 + i as u64,
-            ..Default::default()
-        };
+        let a = Args { value: 10_000 + i as u64, ..Default::default() };
         push(&mut w, s, Op::ThreadStart, t, &a, None)?;
         t += 1;
     }
@@ -125,10 +103,7 @@ pub fn write(
         let ti = rng.below(threads as u64) as usize;
         t += 50 + rng.below(200);
         if t >= next_rss {
-            let a = Args {
-                value: 50_000_000 + live.len() as u64 * 64,
-                ..Default::default()
-            };
+            let a = Args { value: 50_000_000 + live.len() as u64 * 64, ..Default::default() };
             push(&mut w, &mut proc_s, Op::Rss, t, &a, None)?;
             next_rss += 100_000_000;
             n += 1;
@@ -141,80 +116,27 @@ pub fn write(
         if r >= 5 && want_free && !live.is_empty() {
             let i = rng.below(live.len() as u64) as usize;
             let (p, _) = live.swap_remove(i);
-            push(
-                &mut w,
-                s,
-                Op::Free,
-                t,
-                &Args {
-                    ptr: p,
-                    ..Default::default()
-                },
-                bt,
-            )?;
+            push(&mut w, s, Op::Free, t, &Args { ptr: p, ..Default::default() }, bt)?;
             free_addrs.push(p);
         } else if r < 5 && !live.is_empty() {
             let i = rng.below(live.len() as u64) as usize;
             let (old, size) = live[i];
             let ns = ((size * 3 / 2 + 16) & !15).min(1 << 16);
-            let p = if rng.below(2) == 0 {
-                old
-            } else {
-                new_addr(&mut free_addrs, &mut rng)
-            };
+            let p = if rng.below(2) == 0 { old } else { new_addr(&mut free_addrs, &mut rng) };
             if p != old {
                 free_addrs.push(old);
             }
             live[i] = (p, ns);
-            push(
-                &mut w,
-                s,
-                Op::Realloc,
-                t,
-                &Args {
-                    old,
-                    size: ns,
-                    ptr: p,
-                    ..Default::default()
-                },
-                bt,
-            )?;
+            push(&mut w, s, Op::Realloc, t, &Args { old, size: ns, ptr: p, ..Default::default() }, bt)?;
         } else {
             let size = SIZES[rng.below(SIZES.len() as u64) as usize] + rng.below(8);
             let p = new_addr(&mut free_addrs, &mut rng);
             let (op, a) = match rng.below(20) {
-                0 => (
-                    Op::Calloc,
-                    Args {
-                        count: 4,
-                        size: size / 4 + 1,
-                        ptr: p,
-                        ..Default::default()
-                    },
-                ),
-                1 => (
-                    Op::PosixMemalign,
-                    Args {
-                        align: 64,
-                        size,
-                        ptr: p,
-                        ..Default::default()
-                    },
-                ),
-                _ => (
-                    Op::Malloc,
-                    Args {
-                        size,
-                        ptr: p,
-                        ..Default::default()
-                    },
-                ),
+                0 => (Op::Calloc, Args { count: 4, size: size / 4 + 1, ptr: p, ..Default::default() }),
+                1 => (Op::PosixMemalign, Args { align: 64, size, ptr: p, ..Default::default() }),
+                _ => (Op::Malloc, Args { size, ptr: p, ..Default::default() }),
             };
-            let req = if op == Op::Calloc {
-                a.count * a.size
-            } else {
-                size
-            };
+            let req = if op == Op::Calloc { a.count * a.size } else { size };
             live.push((p, req));
             push(&mut w, s, op, t, &a, bt)?;
         }
@@ -228,11 +150,7 @@ pub fn write(
     t += 1;
     push(&mut w, &mut proc_s, Op::End, t, &Args::default(), None)?;
     w.write_buf(&proc_s.buf)?;
-    let written = Written {
-        path,
-        records: w.records,
-        bytes: w.bytes,
-    };
+    let written = Written { path, records: w.records, bytes: w.bytes };
     drop(w); // closes the file
     Ok(written)
 }

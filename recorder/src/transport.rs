@@ -53,7 +53,10 @@ impl Pool {
     }
 
     /// Empties `b` for `stream`, for the log the pool's buffers go to now.
-    #[allow(clippy::not_unsafe_ptr_arg_deref, reason = "b is one of this pool's buffers, which live as long as the pool")]
+    #[allow(
+        clippy::not_unsafe_ptr_arg_deref,
+        reason = "b is one of this pool's buffers, which live as long as the pool"
+    )]
     pub fn reuse(&self, b: *mut Buf, stream: u32) {
         unsafe {
             (*b).reset(stream);
@@ -93,7 +96,10 @@ impl Pool {
 
     /// Returns a buffer nobody needs any more: written to its log, or discarded. Its
     /// in-flight slot says so (no records), so recovery never writes it again.
-    #[allow(clippy::not_unsafe_ptr_arg_deref, reason = "b is one of this pool's buffers, which live as long as the pool")]
+    #[allow(
+        clippy::not_unsafe_ptr_arg_deref,
+        reason = "b is one of this pool's buffers, which live as long as the pool"
+    )]
     pub fn give_back(&self, b: *mut Buf) {
         unsafe { core::ptr::write_volatile(&raw mut (*b).n, 0) };
         let _ = self.empty.push(b as usize);

@@ -196,8 +196,9 @@ impl LogWriter {
             columns: None,
             comp_rows: true,
             hurry: false,
-            out: Vec::with_capacity(zstd::zstd_safe::compress_bound(crate::buffer::BUF_CAP)
-                + format::FRAME_HEADER_LEN),
+            out: Vec::with_capacity(
+                zstd::zstd_safe::compress_bound(crate::buffer::BUF_CAP) + format::FRAME_HEADER_LEN,
+            ),
             bytes: 0,
             frames: 0,
             records: 0,

@@ -63,11 +63,8 @@ fn path(tag: &str) -> String {
     let dir = std::env::temp_dir().join(format!("recorder-robust-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let n = N.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!("{tag}-{n}.shimlog"))
-        .to_string_lossy()
-        .into_owned()
+    dir.join(format!("{tag}-{n}.shimlog")).to_string_lossy().into_owned()
 }
-
 
 /// A valid preamble and header, as the shim writes them.
 fn preamble_and_header() -> Vec<u8> {
@@ -99,30 +96,18 @@ fn read(bytes: &[u8]) -> Option<Outcome> {
         for _ in &mut ev {
             n += 1;
             // Every record takes at least two bytes (tag and time delta).
-            assert!(
-                n <= raw / 2 + 1,
-                "more records than the frames' bytes can hold"
-            );
+            assert!(n <= raw / 2 + 1, "more records than the frames' bytes can hold");
         }
         let mut issues = r.issues.clone();
         issues.extend(ev.issues.iter().cloned());
-        Outcome {
-            events: n,
-            frames: r.frames.len(),
-            issues,
-        }
+        Outcome { events: n, frames: r.frames.len(), issues }
     });
     let peak = PEAK.with(|pk| pk.get()) - base;
     let frames = out.as_ref().map_or(0, |o| o.frames);
     // The index, the reader's buffers and at most one decompressed frame per stream, each
     // bounded by the format's maximum frame size; file-sized reads for the header.
-    let bound =
-        4 * bytes.len() + (4 << 20) + frames * (2 * format::MAX_RAW_LEN as usize + (1 << 17));
-    assert!(
-        peak <= bound,
-        "reading {} bytes allocated {peak} bytes at once (bound {bound})",
-        bytes.len()
-    );
+    let bound = 4 * bytes.len() + (4 << 20) + frames * (2 * format::MAX_RAW_LEN as usize + (1 << 17));
+    assert!(peak <= bound, "reading {} bytes allocated {peak} bytes at once (bound {bound})", bytes.len());
     std::fs::remove_file(&p).unwrap();
     out
 }
@@ -137,15 +122,7 @@ fn real_log(calls: &[(u8, u8, u32, u64)], level: i32) -> (Vec<u8>, u64) {
     let mut bufs: Vec<Box<Buf>> = (0..4).map(|s| Buf::new_boxed(s + 1)).collect();
     let mut n = 0u64;
     for (i, b) in bufs.iter_mut().enumerate() {
-        b.push(
-            Op::ThreadStart,
-            0,
-            &Args {
-                value: 100 + i as u64,
-                ..Default::default()
-            },
-            None,
-        );
+        b.push(Op::ThreadStart, 0, &Args { value: 100 + i as u64, ..Default::default() }, None);
         n += 1;
     }
     let mut t = 1u64;
@@ -158,14 +135,7 @@ fn real_log(calls: &[(u8, u8, u32, u64)], level: i32) -> (Vec<u8>, u64) {
             b.reset(s);
         }
         t += 1 + (size as u64 % 7);
-        let a = Args {
-            size: size as u64,
-            count: 2,
-            align: 16,
-            old: ptr ^ 0x40,
-            ptr,
-            value: 0,
-        };
+        let a = Args { size: size as u64, count: 2, align: 16, old: ptr ^ 0x40, ptr, value: 0 };
         b.push(op, t, &a, (size % 3 == 0).then_some(size as u64));
         n += 1;
     }
@@ -179,10 +149,7 @@ fn real_log(calls: &[(u8, u8, u32, u64)], level: i32) -> (Vec<u8>, u64) {
 }
 
 fn calls() -> impl Strategy<Value = Vec<(u8, u8, u32, u64)>> {
-    prop::collection::vec(
-        (any::<u8>(), any::<u8>(), 0u32..100_000, any::<u64>()),
-        0..40_000,
-    )
+    prop::collection::vec((any::<u8>(), any::<u8>(), 0u32..100_000, any::<u64>()), 0..40_000)
 }
 
 proptest! {

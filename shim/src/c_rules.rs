@@ -108,7 +108,13 @@ pub unsafe fn malloc_n(n: usize, size: usize) -> *mut c_void {
 #[inline(always)]
 pub unsafe fn aligned(align: usize, size: usize) -> *mut c_void {
     let saved = errno();
-    let p = unsafe { if align <= PTR { be::malloc(size) } else { be::memalign(align, size) } };
+    let p = unsafe {
+        if align <= PTR {
+            be::malloc(size)
+        } else {
+            be::memalign(align, size)
+        }
+    };
     set_errno(if p.is_null() { libc::ENOMEM } else { saved });
     p
 }

@@ -143,7 +143,8 @@ pub fn parse_size(s: &[u8]) -> Option<u64> {
     for &c in &s[..digits] {
         n = n * 10 + (c - b'0') as u64;
     }
-    let unit = s[digits..].strip_suffix(b"iB").or_else(|| s[digits..].strip_suffix(b"B")).unwrap_or(&s[digits..]);
+    let unit =
+        s[digits..].strip_suffix(b"iB").or_else(|| s[digits..].strip_suffix(b"B")).unwrap_or(&s[digits..]);
     let shift = match unit {
         b"" => 0,
         b"k" | b"K" => 10,
@@ -298,13 +299,15 @@ pub fn read() -> Config {
         None | Some(b"") => DEFAULT_TIMING,
         Some(b"all") | Some(b"1") => Timing::All,
         Some(b"none") | Some(b"off") | Some(b"0") => Timing::None,
-        Some(v) => match parse_u32(v) {
-            Some(n) if n > 1 => Timing::Every(n),
-            _ => {
-                w[2] = Some("shim: unknown SHIM_TIMING (accepted: all, none, or N to time one call in N); using 64");
-                DEFAULT_TIMING
+        Some(v) => {
+            match parse_u32(v) {
+                Some(n) if n > 1 => Timing::Every(n),
+                _ => {
+                    w[2] = Some("shim: unknown SHIM_TIMING (accepted: all, none, or N to time one call in N); using 64");
+                    DEFAULT_TIMING
+                }
             }
-        },
+        }
     };
     let on_full = match getenv(b"SHIM_ON_FULL") {
         None | Some(b"") | Some(b"block") => OnFull::Block,
@@ -327,9 +330,10 @@ pub fn read() -> Config {
     // already), for a recorder thread that compresses several times faster.
     let zstd_level = match getenv(b"SHIM_ZSTD_LEVEL") {
         None | Some(b"") => 1,
-        Some(v) => match v.strip_prefix(b"-").map_or(parse_u32(v).map(|n| n as i64), |m| {
-            parse_u32(m).map(|n| -(n as i64))
-        }) {
+        Some(v) => match v
+            .strip_prefix(b"-")
+            .map_or(parse_u32(v).map(|n| n as i64), |m| parse_u32(m).map(|n| -(n as i64)))
+        {
             Some(n) if (1..=19).contains(&n) || (-7..=-1).contains(&n) => n as i32,
             _ => {
                 w[5] = Some("shim: unknown SHIM_ZSTD_LEVEL (accepted: 1 to 19, or -1 to -7: faster, larger logs); using 1");
@@ -347,10 +351,23 @@ pub fn read() -> Config {
             }
         },
     };
-    let window = duration(b"SHIM_WINDOW", 6, "shim: unknown SHIM_WINDOW (a duration: 60s, 500ms, 2m, 1h); recording from start to exit");
-    let start = duration(b"SHIM_START", 7, "shim: unknown SHIM_START (a duration: 60s, 500ms, 2m, 1h); the first window starts at once");
-    let every = duration(b"SHIM_EVERY", 8, "shim: unknown SHIM_EVERY (a duration: 60s, 500ms, 2m, 1h); one window only");
-    let stall_ns = duration(b"SHIM_STALL", 9, "shim: unknown SHIM_STALL (a duration: 1ms, 500us); using 1ms").unwrap_or(DEFAULT_STALL_NS);
+    let window = duration(
+        b"SHIM_WINDOW",
+        6,
+        "shim: unknown SHIM_WINDOW (a duration: 60s, 500ms, 2m, 1h); recording from start to exit",
+    );
+    let start = duration(
+        b"SHIM_START",
+        7,
+        "shim: unknown SHIM_START (a duration: 60s, 500ms, 2m, 1h); the first window starts at once",
+    );
+    let every = duration(
+        b"SHIM_EVERY",
+        8,
+        "shim: unknown SHIM_EVERY (a duration: 60s, 500ms, 2m, 1h); one window only",
+    );
+    let stall_ns = duration(b"SHIM_STALL", 9, "shim: unknown SHIM_STALL (a duration: 1ms, 500us); using 1ms")
+        .unwrap_or(DEFAULT_STALL_NS);
     let log_limit = match getenv(b"SHIM_LOG_LIMIT") {
         None | Some(b"") => u64::MAX,
         Some(v) => match parse_size(v) {
@@ -433,7 +450,9 @@ pub fn read() -> Config {
     let windows = match (window, start, every) {
         // A limit, a control socket or a signal needs somewhere to go on watching: one
         // window from start to exit.
-        (None, None, None) if log_limit != u64::MAX || control || signal != 0 => Some(Windows { length: u64::MAX, start: 0, every: 0 }),
+        (None, None, None) if log_limit != u64::MAX || control || signal != 0 => {
+            Some(Windows { length: u64::MAX, start: 0, every: 0 })
+        }
         (None, None, None) => None,
         (length, start, every) => {
             let length = length.unwrap_or(u64::MAX);
@@ -522,7 +541,8 @@ fn read_stacks(windows: bool, sample_only: bool) -> Stacks {
     if sample_only && mode != StackMode::Sample {
         // The sampled-only log is the sampled allocations' stacks: the sampler must run.
         if asked {
-            w[4] = Some("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
+            w[4] =
+                Some("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
         }
         mode = StackMode::Sample;
     }

@@ -46,7 +46,9 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
     let a = Args { align: align as u64, size: size as u64, ..Args::default() };
-    unsafe { c::posix_memalign(out, align, || dispatch::alloc(Op::PosixMemalign, a, || c::aligned(align, size))) }
+    unsafe {
+        c::posix_memalign(out, align, || dispatch::alloc(Op::PosixMemalign, a, || c::aligned(align, size)))
+    }
 }
 
 #[unsafe(no_mangle)]

@@ -54,4 +54,3 @@ pub fn build_window(g: &Globals, tps: f64, window: Option<u32>) -> Header {
     crate::stacks::describe(&mut h);
     h
 }
-

@@ -112,15 +112,20 @@ pub fn ensure_init_untraced() {
 }
 
 fn exe_path() -> String {
-    std::fs::read_link("/proc/self/exe")
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 fn init() {
     let cfg = config::read();
     crate::patch::early(cfg.choice);
-    CHOICE.store(match cfg.choice { config::Choice::Unset => 0, config::Choice::Own => 1, config::Choice::Switch(b) => 2 + b as u8 }, Relaxed);
+    CHOICE.store(
+        match cfg.choice {
+            config::Choice::Unset => 0,
+            config::Choice::Own => 1,
+            config::Choice::Switch(b) => 2 + b as u8,
+        },
+        Relaxed,
+    );
     apply_settings(&cfg);
     let backend = select(&cfg);
     shared::set_page_size();
@@ -301,4 +306,3 @@ pub fn open_log(pattern: Option<&str>, window: Option<u32>) -> Option<(i32, Stri
         }
     }
 }
-

@@ -5,7 +5,7 @@
 #![allow(clippy::missing_safety_doc)]
 use crate::background::recorder_thread;
 use crate::c_rules::set_errno;
-use crate::shared::{self, say, Globals, G, CUT_TICKS, RECORDER_DONE, RECORDER_RUNNING, SHUTDOWN, UNTRACED};
+use crate::shared::{self, say, Globals, CUT_TICKS, G, RECORDER_DONE, RECORDER_RUNNING, SHUTDOWN, UNTRACED};
 use crate::thread::{tls, REGISTRY};
 use crate::{init, state};
 use core::sync::atomic::Ordering::*;

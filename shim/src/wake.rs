@@ -31,7 +31,10 @@ pub fn wakeable() {
 /// Sleeps up to `ns` unless woken (after [`wakeable`]) or work is `waiting` already.
 pub fn wait(ns: u64, waiting: &impl Fn() -> bool) {
     if DOZING.load(SeqCst) != 0 && !waiting() {
-        let ts = libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
@@ -66,7 +69,11 @@ mod tests {
         wakeable();
         wait(10_000_000_000, &|| false);
         t.join().unwrap();
-        assert!(start.elapsed() < std::time::Duration::from_secs(5), "the doze ran its 10 s: {:?}", start.elapsed());
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "the doze ran its 10 s: {:?}",
+            start.elapsed()
+        );
         assert_eq!(DOZING.load(SeqCst), 0);
     }
 }

@@ -17,21 +17,12 @@ fn main() {
     }
     let out = &argv[1];
     let events: u64 = argv[2].parse().expect("EVENTS is a number");
-    let threads: u32 = argv
-        .get(3)
-        .map_or(8, |s| s.parse().expect("THREADS is a number"));
-    let target_live: usize = argv
-        .get(4)
-        .map_or(100_000, |s| s.parse().expect("LIVE is a number"));
-    let level: i32 = argv
-        .get(5)
-        .map_or(1, |s| s.parse().expect("LEVEL is a zstd level"));
+    let threads: u32 = argv.get(3).map_or(8, |s| s.parse().expect("THREADS is a number"));
+    let target_live: usize = argv.get(4).map_or(100_000, |s| s.parse().expect("LIVE is a number"));
+    let level: i32 = argv.get(5).map_or(1, |s| s.parse().expect("LEVEL is a zstd level"));
     let w = recorder::synth::write(out, events, threads, target_live, level).unwrap_or_else(|e| {
         eprintln!("genlog: cannot write {out}: {e}");
         std::process::exit(1);
     });
-    eprintln!(
-        "genlog: wrote {} records, {} bytes to {}",
-        w.records, w.bytes, w.path
-    );
+    eprintln!("genlog: wrote {} records, {} bytes to {}", w.records, w.bytes, w.path);
 }

@@ -22,7 +22,10 @@ pub fn run(a: Args) -> Result<i32, String> {
     let base = std::env::var("TMPDIR").ok().filter(|t| t.starts_with('/')).unwrap_or_else(|| "/tmp".into());
     let path = format!("{}/shim-{uid}/ctl.{}", base.trim_end_matches('/'), a.pid);
     let mut s = UnixStream::connect(&path).map_err(|e| {
-        format!("ctl: cannot reach process {} at {path}: {e} (was it started with SHIM_CONTROL=1, by your user?)", a.pid)
+        format!(
+            "ctl: cannot reach process {} at {path}: {e} (was it started with SHIM_CONTROL=1, by your user?)",
+            a.pid
+        )
     })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     s.write_all(format!("{}\n", a.request.join(" ")).as_bytes()).map_err(|e| format!("ctl: {e}"))?;

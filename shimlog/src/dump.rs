@@ -78,7 +78,8 @@ fn text(s: &mut String, e: &Event) {
         }
         Op::ThreadStart | Op::ThreadExit | Op::Fork | Op::End => {}
         Op::Stall => {
-            let call = Op::from_u8(e.size as u8).filter(|o| o.is_alloc_family()).map_or("unknown", |o| o.name());
+            let call =
+                Op::from_u8(e.size as u8).filter(|o| o.is_alloc_family()).map_or("unknown", |o| o.name());
             let _ = write!(s, " call={call} thread={}", e.value());
         }
         Op::AllocStat => {
@@ -138,7 +139,10 @@ fn jsonl(s: &mut String, e: &Event) {
     } else {
         let _ = write!(s, ",\"value\":{}", e.value());
         if matches!(e.op, Op::Stall | Op::AllocStat | Op::Window | Op::ThreadSeen)
-            || matches!(e.op, Op::Stack | Op::StackPc | Op::Site | Op::Mapping | Op::MappingPath | Op::MappingBuildId)
+            || matches!(
+                e.op,
+                Op::Stack | Op::StackPc | Op::Site | Op::Mapping | Op::MappingPath | Op::MappingBuildId
+            )
         {
             // The watch records' second field: the call's op, the statistic, the window, what
             // the thread did; the call-site records': the stack id, a mapping's start, a

@@ -24,7 +24,8 @@ pub fn run(a: Args, cmd: clap::Command) -> Result<i32, String> {
     match a.what {
         What::Man { dir } => {
             made(&dir)?;
-            clap_mangen::generate_to(cmd, &dir).map_err(|e| format!("generate man: {}: {e}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .map_err(|e| format!("generate man: {}: {e}", dir.display()))?;
         }
         What::Completions { shell, dir } => {
             made(&dir)?;
@@ -35,7 +36,8 @@ pub fn run(a: Args, cmd: clap::Command) -> Result<i32, String> {
                 s => clap_complete::Generator::file_name(&s, "shimlog"),
             };
             let path = dir.join(name);
-            let mut f = std::fs::File::create(&path).map_err(|e| format!("generate completions: {}: {e}", path.display()))?;
+            let mut f = std::fs::File::create(&path)
+                .map_err(|e| format!("generate completions: {}: {e}", path.display()))?;
             clap_complete::generate(shell, &mut cmd.clone(), "shimlog", &mut f);
         }
     }

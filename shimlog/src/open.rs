@@ -11,7 +11,9 @@ pub fn open(path: &str) -> Result<LogReader, String> {
                 eprintln!("{}", said(&r));
             }
         }
-        Err(NotRecovered::Failed(m) | NotRecovered::Untouched(m)) => eprintln!("shimlog: recovery failed: {m}; reading the log as it is"),
+        Err(NotRecovered::Failed(m) | NotRecovered::Untouched(m)) => {
+            eprintln!("shimlog: recovery failed: {m}; reading the log as it is")
+        }
         Err(NotRecovered::Nothing | NotRecovered::Running) => {}
     }
     LogReader::open(path).map_err(|e| e.to_string())

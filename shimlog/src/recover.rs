@@ -30,9 +30,15 @@ pub fn run(a: Args) -> Result<i32, String> {
             continue;
         }
         match recover(log) {
-            Ok(done) if done.is_empty() => println!("{log}: nothing to recover (its in-flight buffers were all written)"),
-            Ok(done) => done.iter().for_each(|r| println!("{}", crate::open::said(r).trim_start_matches("shimlog: "))),
-            Err(NotRecovered::Nothing) => println!("{log}: nothing to recover (no in-flight file: closed cleanly, or recovered already)"),
+            Ok(done) if done.is_empty() => {
+                println!("{log}: nothing to recover (its in-flight buffers were all written)")
+            }
+            Ok(done) => {
+                done.iter().for_each(|r| println!("{}", crate::open::said(r).trim_start_matches("shimlog: ")))
+            }
+            Err(NotRecovered::Nothing) => println!(
+                "{log}: nothing to recover (no in-flight file: closed cleanly, or recovered already)"
+            ),
             Err(NotRecovered::Running) => println!("{log}: its process is still running; nothing recovered"),
             Err(NotRecovered::Failed(m) | NotRecovered::Untouched(m)) => {
                 eprintln!("shimlog: {m}");

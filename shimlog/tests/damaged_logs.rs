@@ -11,10 +11,7 @@ fn many_frames(path: &str) -> String {
         l.malloc(1, 1000 + i * 10, 64, 0x10_0000 + i * 64);
     }
     let p = l.finish(true);
-    assert!(
-        recorder::LogReader::open(&p).unwrap().frames.len() >= 4,
-        "the log needs several frames"
-    );
+    assert!(recorder::LogReader::open(&p).unwrap().frames.len() >= 4, "the log needs several frames");
     p
 }
 
@@ -29,11 +26,7 @@ fn a_cut_log_reports_where_it_was_cut() {
     assert_eq!((r.frames[0].h.stream, f.h.stream), (1, 1));
     let second = f.offset;
     let cut = format!("{d}/cut.shimlog");
-    std::fs::write(
-        &cut,
-        &bytes[..(second + 40 + f.h.comp_len as u64 / 2) as usize],
-    )
-    .unwrap();
+    std::fs::write(&cut, &bytes[..(second + 40 + f.h.comp_len as u64 / 2) as usize]).unwrap();
     let j = stats_json(&[&cut]);
     let issues = j["read"]["issues"].as_array().unwrap();
     assert_eq!(issues.len(), 1, "{issues:?}");
@@ -48,12 +41,7 @@ fn a_cut_log_reports_where_it_was_cut() {
     let o = shimlog(&["stats", &cut]);
     assert!(o.status.success());
     let out = String::from_utf8(o.stdout).unwrap();
-    assert!(
-        out.contains(&format!(
-            "warning: log is cut off inside the frame at byte {second}"
-        )),
-        "{out}"
-    );
+    assert!(out.contains(&format!("warning: log is cut off inside the frame at byte {second}")), "{out}");
 }
 
 #[test]
@@ -76,16 +64,9 @@ fn a_corrupt_frame_is_reported_and_skipped() {
     assert_eq!(issues[0]["kind"], "corrupt_frame");
     assert_eq!(u(&issues[0]["offset"]), f.offset);
     let total: u64 = r.frames.iter().map(|f| f.h.n_records as u64).sum();
-    assert_eq!(
-        u(&j["events"]),
-        total - f.h.n_records as u64,
-        "every other frame was read"
-    );
+    assert_eq!(u(&j["events"]), total - f.h.n_records as u64, "every other frame was read");
     let out = String::from_utf8(shimlog(&["stats", &bad]).stdout).unwrap();
-    assert!(
-        out.contains(&format!("warning: corrupt frame at byte {}", f.offset)),
-        "{out}"
-    );
+    assert!(out.contains(&format!("warning: corrupt frame at byte {}", f.offset)), "{out}");
 }
 
 #[test]
@@ -93,10 +74,7 @@ fn a_file_that_is_not_a_log_is_one_line_and_a_failure() {
     let d = dir("notalog");
     let p = format!("{d}/notes.txt");
     std::fs::write(&p, "just some text, long enough to have a preamble\n").unwrap();
-    for args in [
-        vec!["stats", p.as_str()],
-        vec!["stats", "--json", p.as_str()],
-    ] {
+    for args in [vec!["stats", p.as_str()], vec!["stats", "--json", p.as_str()]] {
         let o = shimlog(&args);
         assert!(!o.status.success());
         assert!(o.stdout.is_empty());
@@ -106,7 +84,5 @@ fn a_file_that_is_not_a_log_is_one_line_and_a_failure() {
     }
     let o = shimlog(&["stats", &format!("{d}/missing.shimlog")]);
     assert!(!o.status.success());
-    assert!(String::from_utf8(o.stderr)
-        .unwrap()
-        .contains("No such file"));
+    assert!(String::from_utf8(o.stderr).unwrap().contains("No such file"));
 }

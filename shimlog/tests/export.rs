@@ -50,7 +50,10 @@ fn export(args: &[&str]) {
 }
 
 fn int(v: &Value) -> i64 {
-    v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)).or_else(|| v.as_str().and_then(|s| s.parse().ok())).unwrap_or_else(|| panic!("not a number: {v}"))
+    v.as_i64()
+        .or_else(|| v.as_f64().map(|f| f as i64))
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 /// A quantile from a histogram of `digits` significant digits against the exact one.
@@ -122,9 +125,18 @@ fn one_log_matches_stats() {
             near(&format!("latency.per_op.{op}.{k}"), int(&sp[k]), int(&o[2 + i]), 3);
         }
     }
-    let mut threads: Vec<(i64, i64, i64, i64)> = r["threads"].as_array().unwrap().iter().map(|t| (int(&t[0]), int(&t[1]), int(&t[2]), int(&t[3]))).collect();
-    let mut want: Vec<(i64, i64, i64, i64)> = s["per_thread"].as_array().unwrap().iter()
-        .map(|t| (int(&t["tid"]), int(&t["allocs"]), int(&t["frees"]), int(&t["bytes_allocated"]))).collect();
+    let mut threads: Vec<(i64, i64, i64, i64)> = r["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (int(&t[0]), int(&t[1]), int(&t[2]), int(&t[3])))
+        .collect();
+    let mut want: Vec<(i64, i64, i64, i64)> = s["per_thread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (int(&t["tid"]), int(&t["allocs"]), int(&t["frees"]), int(&t["bytes_allocated"])))
+        .collect();
     threads.sort();
     want.sort();
     assert_eq!(threads, want, "threads");
@@ -141,7 +153,16 @@ fn many_logs_query_together() {
     have_duckdb();
     let d = dir("export-many");
     let logs: Vec<String> = (0..3)
-        .map(|i| workload(&format!("{d}/w{i}.shimlog"), 800 + i, i as u64 * 1000, 2 + i, 5_000 + 3_000 * i as u64, 40 + i as u64))
+        .map(|i| {
+            workload(
+                &format!("{d}/w{i}.shimlog"),
+                800 + i,
+                i as u64 * 1000,
+                2 + i,
+                5_000 + 3_000 * i as u64,
+                40 + i as u64,
+            )
+        })
         .collect();
     // Two hosts: the first two logs from one, the third from another.
     export(&["export", &logs[0], &logs[1], "-o", &format!("{d}/fleet"), "--host", "a"]);
@@ -159,7 +180,11 @@ fn many_logs_query_together() {
         assert_eq!(int(&row[1]), 800 + i as i64);
         assert_eq!(int(&row[2]), int(&stats_json(&[&logs[i]])["events"]), "events of log {i}");
     }
-    assert_eq!(int(&r["cross"][0][0]), int(&total["cross_thread_frees"]["count"]), "cross-thread frees of all logs");
+    assert_eq!(
+        int(&r["cross"][0][0]),
+        int(&total["cross_thread_frees"]["count"]),
+        "cross-thread frees of all logs"
+    );
     assert_eq!(int(&r["procs"][0][1]), int(&total["events"]));
     // A second export into the same partition is refused, not mixed in.
     let o = shimlog(&["export", &logs[2], "-o", &format!("{d}/fleet"), "--host", "b"]);
@@ -172,8 +197,10 @@ fn tables_chosen_and_bad_options() {
     let d = dir("export-tables");
     let log = workload(&format!("{d}/w.shimlog"), 900, 0, 2, 1_000, 9);
     export(&["export", &log, "-o", &format!("{d}/out"), "--tables", "events,processes", "--host", "h"]);
-    let mut files: Vec<String> = std::fs::read_dir(format!("{d}/out/host=h/pid=900")).unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut files: Vec<String> = std::fs::read_dir(format!("{d}/out/host=h/pid=900"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     files.sort();
     assert_eq!(files, ["events.parquet", "processes.parquet"]);
     for f in &files {
@@ -181,13 +208,28 @@ fn tables_chosen_and_bad_options() {
         assert!(b.starts_with(b"PAR1") && b.ends_with(b"PAR1"), "{f} is not a Parquet file");
     }
     // One tree per table.
-    export(&["export", &log, "-o", &format!("{d}/t"), "--tables", "events,blocks", "--host", "h", "--layout", "table"]);
+    export(&[
+        "export",
+        &log,
+        "-o",
+        &format!("{d}/t"),
+        "--tables",
+        "events,blocks",
+        "--host",
+        "h",
+        "--layout",
+        "table",
+    ]);
     for t in ["events", "blocks"] {
-        assert!(std::path::Path::new(&format!("{d}/t/{t}/host=h/pid=900/{t}.parquet")).exists(), "{t} in its own tree");
+        assert!(
+            std::path::Path::new(&format!("{d}/t/{t}/host=h/pid=900/{t}.parquet")).exists(),
+            "{t} in its own tree"
+        );
     }
     let o = shimlog(&["export", &log, "-o", &format!("{d}/x"), "--tables", "events,heap"]);
     assert_ne!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown table 'heap' (accepted: events, blocks, threads, samples, processes)"));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("unknown table 'heap' (accepted: events, blocks, threads, samples, processes)"));
     let o = shimlog(&["export", &log, "-o", &format!("{d}/y"), "--host", "a/b"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);

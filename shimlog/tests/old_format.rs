@@ -30,12 +30,20 @@ fn version_4_log_reads_as_before() {
     };
     let stats = shimlog(&["stats", &log]);
     let row = |op: &str| -> u64 {
-        let line = stats.lines().find(|l| l.split_whitespace().next() == Some(op)).unwrap_or_else(|| panic!("{op} in {stats}"));
+        let line = stats
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(op))
+            .unwrap_or_else(|| panic!("{op} in {stats}"));
         line.split_whitespace().nth(1).unwrap().replace(',', "").parse().unwrap()
     };
     // The C library's own start-up allocations come on top of the program's.
     for op in ["calloc", "posix_memalign", "aligned_alloc", "memalign", "realloc"] {
-        assert!(row(op) >= count(op) && row(op) <= count(op) + 3, "{op}: stats {} program {}", row(op), count(op));
+        assert!(
+            row(op) >= count(op) && row(op) <= count(op) + 3,
+            "{op}: stats {} program {}",
+            row(op),
+            count(op)
+        );
     }
     assert!(row("free") >= count("frees"), "frees");
 }

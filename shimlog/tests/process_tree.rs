@@ -38,19 +38,13 @@ fn several_logs_give_a_section_each_and_a_total() {
     assert_eq!(u(&j["peak_live_bytes"]), 3000);
     assert_eq!(u(&j["peak_live_at_ns"]), 2_000);
     assert_eq!(u(&j["live_at_end"]["bytes"]), 10);
-    assert_eq!(
-        u(&j["events"]),
-        u(&logs[0]["events"]) + u(&logs[1]["events"])
-    );
+    assert_eq!(u(&j["events"]), u(&logs[0]["events"]) + u(&logs[1]["events"]));
     assert_eq!(u(&j["ops"]["malloc"]), 3);
     assert_eq!(u(&j["ops"]["free"]), 2);
     assert_eq!(j["backend"], "jemalloc, mimalloc");
     // RSS of the total: both processes' last samples added (3 MB + 4 MB at the parent's 4 us).
     let s = j["memory"]["samples"].as_array().unwrap();
-    assert_eq!(
-        s.iter().map(|s| u(&s["rss_bytes"])).collect::<Vec<_>>(),
-        vec![3_000_000, 7_000_000]
-    );
+    assert_eq!(s.iter().map(|s| u(&s["rss_bytes"])).collect::<Vec<_>>(), vec![3_000_000, 7_000_000]);
     // Slop at the total's peak: both blocks.
     let je = shim_backend::size_class(shim_backend::Backend::Jemalloc, 1000) as u64 - 1000
         + shim_backend::size_class(shim_backend::Backend::Jemalloc, 2000) as u64

@@ -149,11 +149,7 @@ fn replay_json(log: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["replay", log.to_str().unwrap(), "--json"];
     args.extend_from_slice(extra);
     let out = shimlog(&args, Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "shimlog {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "shimlog {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -169,7 +165,11 @@ fn expect_ops(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 fn check_ops(r: &Value, want: &BTreeMap<String, u64>) {
     assert_eq!(&ops(&r["plan"]["ops"]), want);
     let backends = r["backends"].as_array().unwrap();
-    assert_eq!(backends.len(), shim_backend::Backend::available_all().len(), "every backend of the build by default");
+    assert_eq!(
+        backends.len(),
+        shim_backend::Backend::available_all().len(),
+        "every backend of the build by default"
+    );
     for b in backends {
         assert!(b.get("error").is_none(), "{b}");
         assert_eq!(&ops(&b["ops"]), want, "backend {}", b["backend"]);
@@ -314,7 +314,11 @@ fn every_kind_of_call_is_replayed_as_itself_by_every_backend() {
     l.malloc(0, 10, 0x100_0000);
     l.calloc(1, 3, 7, 0x200_0000);
     l.realloc(0, 0x200_0000, 40, 0x300_0000);
-    l.push(1, Op::Reallocarray, Args { old: 0x300_0000, count: 5, size: 20, ptr: 0x310_0000, ..Args::default() });
+    l.push(
+        1,
+        Op::Reallocarray,
+        Args { old: 0x300_0000, count: 5, size: 20, ptr: 0x310_0000, ..Args::default() },
+    );
     l.realloc(0, 0, 24, 0x400_0000); // realloc(NULL, 24) is malloc
     l.realloc(1, 0x400_0000, 0, 0); // glibc's realloc(p, 0) frees p
     l.aligned(0, Op::PosixMemalign, 256, 100, 0x500_0000);
@@ -379,7 +383,9 @@ fn pace_keeps_the_recorded_gaps() {
     let busy = replay_json(&log, &["--backend", "glibc", "--pace=busy"]);
     assert_eq!(busy["options"]["pace_mode"], "busy");
     assert!(wall(&busy) >= recorded * 95 / 100, "busy replay took {} ns of {recorded}", wall(&busy));
-    let cpu = |r: &Value| r["backends"][0]["cpu_user_ns"].as_u64().unwrap() + r["backends"][0]["cpu_sys_ns"].as_u64().unwrap();
+    let cpu = |r: &Value| {
+        r["backends"][0]["cpu_user_ns"].as_u64().unwrap() + r["backends"][0]["cpu_sys_ns"].as_u64().unwrap()
+    };
     // How much of a CPU a spinning thread gets depends on the machine's load (a shared 2-core
     // machine at load 9 gave it 0.3 s of 0.8); asleep it takes next to none.
     assert!(
@@ -463,7 +469,12 @@ fn bad_input_gets_a_one_line_error() {
     let out = shimlog(&["replay", log.to_str().unwrap(), "--backend", "hoard"], Duration::from_secs(30));
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
-    assert!(e.contains("unknown backend 'hoard' (accepted: glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc)"), "{e}");
+    assert!(
+        e.contains(
+            "unknown backend 'hoard' (accepted: glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc)"
+        ),
+        "{e}"
+    );
 
     let (_junk_dir, junk) = tmp("junk.shimlog");
     std::fs::write(&junk, b"this is not a log").unwrap();
@@ -587,5 +598,8 @@ fn one_call_in_n_is_timed() {
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     // clap's usage lines follow, as for every argument error.
-    assert!(e.lines().next().unwrap().contains("unknown value '0' (accepted: all, or N from 1 to 1048576"), "{e}");
+    assert!(
+        e.lines().next().unwrap().contains("unknown value '0' (accepted: all, or N from 1 to 1048576"),
+        "{e}"
+    );
 }

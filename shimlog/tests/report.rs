@@ -3,8 +3,8 @@
 //! The page must draw itself with no console error and no request for
 //! anything outside the file, show every section, not be blank, and every number it shows
 //! from the stats document must be the one `shimlog stats --json` prints for the same logs.
-mod synth;
 mod sitelog;
+mod synth;
 
 use serde_json::Value;
 use std::path::Path;
@@ -12,7 +12,8 @@ use std::process::Command;
 use synth::random::workload;
 use synth::{dir, shimlog, stats_json};
 
-const SECTIONS: [&str; 7] = ["sec-program", "sec-memory", "sec-sizes", "sec-latency", "sec-threads", "sec-sites", "sec-replay"];
+const SECTIONS: [&str; 7] =
+    ["sec-program", "sec-memory", "sec-sizes", "sec-latency", "sec-threads", "sec-sites", "sec-replay"];
 
 /// The browser; a machine without one fails the test, naming it (tools/test-deps.sh
 /// installs Debian's chromium).
@@ -20,7 +21,11 @@ fn chromium() -> &'static str {
     ["chromium", "chromium-browser"]
         .into_iter()
         .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .unwrap_or_else(|| panic!("cannot run: chromium is missing (apt-get install chromium; tools/test-deps.sh installs it)"))
+        .unwrap_or_else(|| {
+            panic!(
+                "cannot run: chromium is missing (apt-get install chromium; tools/test-deps.sh installs it)"
+            )
+        })
 }
 
 /// What headless chromium made of a page: the DOM after its scripts ran, and the lines its
@@ -34,7 +39,14 @@ fn open(browser: &str, page: &str, scratch: &str, extra: &[&str]) -> Opened {
     let profile = format!("{scratch}/profile-{}", extra.len());
     let url = format!("file://{}", std::fs::canonicalize(page).unwrap().display());
     let o = Command::new(browser)
-        .args(["--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr", "--v=0", "--no-first-run"])
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--no-first-run",
+        ])
         .arg(format!("--user-data-dir={profile}"))
         .args(extra)
         .arg(&url)
@@ -75,7 +87,11 @@ fn fields(dom: &str) -> Vec<(String, String)> {
 }
 
 fn unescape(s: &str) -> String {
-    s.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    s.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
 }
 
 fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
@@ -90,12 +106,16 @@ fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 fn compare(dom: &str, stats: &Value) -> usize {
     let fs = fields(dom);
     for (f, raw) in &fs {
-        let want = lookup(stats, f).unwrap_or_else(|| panic!("the page shows {f}, which stats --json does not have"));
+        let want = lookup(stats, f)
+            .unwrap_or_else(|| panic!("the page shows {f}, which stats --json does not have"));
         match want {
             Value::Number(n) => {
                 let got: f64 = raw.parse().unwrap_or_else(|_| panic!("{f}: '{raw}' is not a number"));
                 let w = n.as_f64().unwrap();
-                assert!((got - w).abs() <= 1e-9 * w.abs().max(1.0), "{f}: the page has {raw}, stats --json {w}");
+                assert!(
+                    (got - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "{f}: the page has {raw}, stats --json {w}"
+                );
             }
             Value::String(s) => assert_eq!(raw, s, "{f}"),
             Value::Null => assert_eq!(raw, "null", "{f}"),
@@ -134,13 +154,32 @@ fn one_log_in_chromium() {
     for s in SECTIONS {
         assert!(o.dom.contains(&format!("<section id=\"{s}\"")), "section {s} missing");
     }
-    assert!(drawn(&o.dom).contains("id=\"no-stacks\""), "a log without stacks: the call-site section says so");
+    assert!(
+        drawn(&o.dom).contains("id=\"no-stacks\""),
+        "a log without stacks: the call-site section says so"
+    );
     assert!(o.dom.contains("<svg"), "no chart");
     let stats = stats_json(&[&log]);
     let n = compare(&o.dom, &stats);
-    for f in ["events", "duration_ns", "threads", "peak_live_bytes", "live_at_end.bytes", "ops.malloc", "ops.free", "bytes.malloc",
-        "cross_thread_frees.count", "lifetimes.p50_ns", "lifetimes.p99_ns", "latency.per_op.malloc.p99_ns",
-        "latency.per_op.free.p50_ns", "memory.peak_rss_bytes", "sizes.buckets.0.requests", "per_thread.0.allocs", "slop.jemalloc.slop_bytes"] {
+    for f in [
+        "events",
+        "duration_ns",
+        "threads",
+        "peak_live_bytes",
+        "live_at_end.bytes",
+        "ops.malloc",
+        "ops.free",
+        "bytes.malloc",
+        "cross_thread_frees.count",
+        "lifetimes.p50_ns",
+        "lifetimes.p99_ns",
+        "latency.per_op.malloc.p99_ns",
+        "latency.per_op.free.p50_ns",
+        "memory.peak_rss_bytes",
+        "sizes.buckets.0.requests",
+        "per_thread.0.allocs",
+        "slop.jemalloc.slop_bytes",
+    ] {
         assert!(shown(&o.dom, f), "the page does not show {f}");
     }
     assert!(n > 100, "only {n} numbers compared");
@@ -158,7 +197,11 @@ fn one_log_in_chromium() {
     let mut colours: Vec<&[u8]> = pixels.clone();
     colours.sort();
     colours.dedup();
-    assert!(other * 20 > pixels.len(), "the screenshot is nearly blank: {other} of {} pixels differ from the background", pixels.len());
+    assert!(
+        other * 20 > pixels.len(),
+        "the screenshot is nearly blank: {other} of {} pixels differ from the background",
+        pixels.len()
+    );
     assert!(colours.len() > 16, "the screenshot has {} colours", colours.len());
 }
 
@@ -174,7 +217,9 @@ fn several_logs_and_their_total() {
     clean(&o);
     let stats = stats_json(&[&a, &b]);
     compare(&o.dom, &stats);
-    for f in ["processes", "events", "logs.0.process.pid", "logs.1.process.pid", "logs.0.events", "logs.1.events"] {
+    for f in
+        ["processes", "events", "logs.0.process.pid", "logs.1.process.pid", "logs.0.events", "logs.1.events"]
+    {
         assert!(shown(&o.dom, f), "the page does not show {f}");
     }
     // One memory chart per process.
@@ -232,12 +277,20 @@ fn call_sites_and_flame_graphs() {
     assert!(!drawn(&o.dom).contains("id=\"no-stacks\""), "the page says there are no stacks");
     let stats = stats_json(&[&log]);
     compare(&o.dom, &stats);
-    for f in ["sites.total_alloc_bytes", "sites.by_bytes.0.alloc_bytes", "sites.by_bytes.0.alloc_calls", "sites.leaked.0.leaked_bytes",
-        "sites.live_at_peak.0.live_at_peak_bytes"] {
+    for f in [
+        "sites.total_alloc_bytes",
+        "sites.by_bytes.0.alloc_bytes",
+        "sites.by_bytes.0.alloc_calls",
+        "sites.leaked.0.leaked_bytes",
+        "sites.live_at_peak.0.live_at_peak_bytes",
+    ] {
         assert!(shown(&o.dom, f), "the page does not show {f}");
     }
     for by in ["bytes allocated", "bytes live at the peak", "bytes never freed"] {
-        assert!(drawn(&o.dom).contains(&format!("alt=\"flame graph by {by}\" src=\"data:image/svg+xml")), "no flame graph by {by}");
+        assert!(
+            drawn(&o.dom).contains(&format!("alt=\"flame graph by {by}\" src=\"data:image/svg+xml")),
+            "no flame graph by {by}"
+        );
     }
 }
 
@@ -249,7 +302,9 @@ fn a_page_reaching_out_is_caught() {
     let log = workload(&format!("{d}/w.shimlog"), 600, 0, 2, 2_000, 3);
     let page = format!("{d}/report.html");
     report(&["report", &log, "-o", &page]);
-    let html = std::fs::read_to_string(&page).unwrap().replace("<body>", "<body><img src=\"http://127.0.0.1:9/x.png\">");
+    let html = std::fs::read_to_string(&page)
+        .unwrap()
+        .replace("<body>", "<body><img src=\"http://127.0.0.1:9/x.png\">");
     let bad = format!("{d}/bad.html");
     std::fs::write(&bad, html).unwrap();
     let o = open(browser, &bad, &d, &["--dump-dom"]);
@@ -296,10 +351,16 @@ fn a_pair_compared_and_overlaid() {
     assert_eq!(mem.iter().map(|m| m["side"].as_str().unwrap()).collect::<Vec<_>>(), ["base", "candidate"]);
     for m in mem {
         let pts = m["points"].as_array().unwrap();
-        assert!(pts.len() > 10 && pts.iter().any(|p| p[1].is_u64()), "{}: RSS points {}", m["side"], pts.len());
+        assert!(
+            pts.len() > 10 && pts.iter().any(|p| p[1].is_u64()),
+            "{}: RSS points {}",
+            m["side"],
+            pts.len()
+        );
     }
     for side in ["base", "candidate"] {
-        let cdf = doc["overlay"]["latency_cdf"][side]["all"].as_array().unwrap_or_else(|| panic!("{side}: no CDF"));
+        let cdf =
+            doc["overlay"]["latency_cdf"][side]["all"].as_array().unwrap_or_else(|| panic!("{side}: no CDF"));
         assert!(cdf.len() > 5, "{side}: {} CDF points", cdf.len());
         assert_eq!(cdf.last().unwrap()[1].as_f64(), Some(1.0), "{side}: a CDF ends at 1");
     }
@@ -321,7 +382,11 @@ fn a_pair_compared_and_overlaid() {
     for (i, m) in metrics.iter().enumerate() {
         if m["not_compared"].is_null() {
             for f in ["name", "base", "candidate"] {
-                assert!(shown(&o.dom, &format!("metrics.{i}.{f}")), "metric {} ({f}) not on the page", m["name"]);
+                assert!(
+                    shown(&o.dom, &format!("metrics.{i}.{f}")),
+                    "metric {} ({f}) not on the page",
+                    m["name"]
+                );
             }
         }
     }
@@ -342,12 +407,19 @@ fn a_pair_compared_and_overlaid() {
     // The candidate made twice the calls: the rates' verdict says so.
     let rates = cmp["verdicts"].as_array().unwrap().iter().find(|v| v["group"] == "rates").unwrap();
     assert_eq!(rates["differs"], true, "{rates}");
-    assert!(drawn_dom.contains(&super_escape(rates["text"].as_str().unwrap())), "the rates' verdict is on the page");
+    assert!(
+        drawn_dom.contains(&super_escape(rates["text"].as_str().unwrap())),
+        "the rates' verdict is on the page"
+    );
 }
 
 /// Text as the page writes it.
 fn super_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 #[test]
@@ -395,7 +467,13 @@ fn paced(path: &str, pid: u32, per_ms: u64, live: u64, seed: u64) -> String {
             let (p, size) = blocks[j];
             l.call(tid, ts, Op::Free, Args { ptr: p, ..Default::default() }, Some(20 + next(100)));
             ptr += 0x1000;
-            l.call(tid, ts + 500, Op::Malloc, Args { size, ptr, ..Default::default() }, Some(40 + next(200) + if next(500) == 0 { 20_000 } else { 0 }));
+            l.call(
+                tid,
+                ts + 500,
+                Op::Malloc,
+                Args { size, ptr, ..Default::default() },
+                Some(40 + next(200) + if next(500) == 0 { 20_000 } else { 0 }),
+            );
             blocks[j] = (ptr, size);
         }
         if ms % 10 == 0 {

@@ -19,11 +19,22 @@ fn damaged(path: &str, build_id_of_exe: &[u8]) -> String {
     l.thread(1, 1_000);
     let (exe, pc) = sitelog::shimlog_main();
     sitelog::mapping(&mut l, 1, 1_100, 0x1000, 1 << 40, 0, &exe, build_id_of_exe);
-    sitelog::mapping(&mut l, 1, 1_100, 1 << 41, (1 << 41) + 0x10000, 1 << 41, "/nonexistent/libgone.so", &[0xcd; 20]);
+    sitelog::mapping(
+        &mut l,
+        1,
+        1_100,
+        1 << 41,
+        (1 << 41) + 0x10000,
+        1 << 41,
+        "/nonexistent/libgone.so",
+        &[0xcd; 20],
+    );
     // Stack 1 whole; stack 2 says 3 frames and has 1.
     sitelog::stack(&mut l, 1, 1_100, 1, 2, &[pc, (1 << 41) + 0x100]);
     sitelog::stack(&mut l, 1, 1_100, 2, 3, &[(1 << 41) + 0x200]);
-    let m = |l: &mut Log, ts, size, ptr| l.call(1, ts, Op::Malloc, Args { size, ptr, ..Default::default() }, None);
+    let m = |l: &mut Log, ts, size, ptr| {
+        l.call(1, ts, Op::Malloc, Args { size, ptr, ..Default::default() }, None)
+    };
     m(&mut l, 2_000, 1000, 0x10_000);
     sitelog::site(&mut l, 1, 2_000, 1, ALL);
     m(&mut l, 2_100, 3000, 0x20_000);
@@ -54,7 +65,12 @@ fn damaged_stacks_and_missing_binaries_are_said_and_the_report_stands() {
     assert!(has("--binaries DIR"), "{issues:?}");
     // Every allocation still counted, under the site it resolves to or says it lacks.
     let rows = sites["by_bytes"].as_array().unwrap();
-    let bytes = |f: &dyn Fn(&str) -> bool| rows.iter().filter(|r| f(r["function"].as_str().unwrap())).map(|r| r["alloc_bytes"].as_u64().unwrap()).sum::<u64>();
+    let bytes = |f: &dyn Fn(&str) -> bool| {
+        rows.iter()
+            .filter(|r| f(r["function"].as_str().unwrap()))
+            .map(|r| r["alloc_bytes"].as_u64().unwrap())
+            .sum::<u64>()
+    };
     assert_eq!(bytes(&|f| f.starts_with("shimlog::")), 1000, "{rows:?}");
     assert_eq!(bytes(&|f| f.starts_with("libgone.so+0x")), 3000, "{rows:?}");
     assert_eq!(bytes(&|f| f == "[stack 9: not in the log]"), 500, "{rows:?}");

@@ -9,9 +9,7 @@ use synth::{dir, header, stats_json, u, Log};
 #[test]
 fn slop_matches_each_backends_usable_size() {
     use shim_backend::Backend;
-    let sizes: Vec<u64> = vec![
-        1, 7, 8, 13, 16, 24, 25, 100, 100, 100, 513, 1000, 4000, 5000, 20000, 70000,
-    ];
+    let sizes: Vec<u64> = vec![1, 7, 8, 13, 16, 24, 25, 100, 100, 100, 513, 1000, 4000, 5000, 20000, 70000];
     let d = dir("slop");
     let mut l = Log::create(&format!("{d}/slop.shimlog"), &header(7, 0));
     for (i, &s) in sizes.iter().enumerate() {
@@ -45,32 +43,12 @@ fn slop_matches_each_backends_usable_size() {
         }
         let s = &j["slop"][b.name()];
         assert_eq!(u(&s["requested_bytes"]), want_total, "{}", b.name());
-        assert_eq!(
-            u(&s["slop_bytes"]),
-            expected,
-            "{}: slop over the run",
-            b.name()
-        );
+        assert_eq!(u(&s["slop_bytes"]), expected, "{}: slop over the run", b.name());
         // Nothing is freed, so the peak is the end and holds every block.
-        assert_eq!(
-            u(&s["at_peak"]["slop_bytes"]),
-            expected,
-            "{}: slop at peak",
-            b.name()
-        );
-        let per_class: u64 = s["classes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| u(&c["slop_bytes"]))
-            .sum();
+        assert_eq!(u(&s["at_peak"]["slop_bytes"]), expected, "{}: slop at peak", b.name());
+        let per_class: u64 = s["classes"].as_array().unwrap().iter().map(|c| u(&c["slop_bytes"])).sum();
         assert_eq!(per_class, expected, "{}: classes add up", b.name());
-        let allocs: u64 = s["classes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| u(&c["allocations"]))
-            .sum();
+        let allocs: u64 = s["classes"].as_array().unwrap().iter().map(|c| u(&c["allocations"])).sum();
         assert_eq!(allocs, sizes.len() as u64);
     }
     shim_backend::select(Backend::Glibc);
@@ -98,12 +76,7 @@ fn slop_at_peak_is_taken_at_the_peak() {
         let c250 = shim_backend::size_class(b, 250) as u64 - 250;
         assert_eq!(u(&s["at_peak"]["slop_bytes"]), 3 * c100, "{}", b.name());
         assert_eq!(u(&s["slop_bytes"]), 3 * c100 + c250, "{}", b.name());
-        let row = s["classes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| u(&c["allocations"]) == 3)
-            .unwrap();
+        let row = s["classes"].as_array().unwrap().iter().find(|c| u(&c["allocations"]) == 3).unwrap();
         assert_eq!(u(&row["blocks_at_peak"]), 3);
     }
 }

@@ -27,64 +27,24 @@ fn known_log(path: &str) -> String {
     let mut l = Log::create(path, &header(100, 0));
     l.thread(T11, 1000);
     l.thread(T12, 1000);
-    l.call(
-        T11,
-        1010,
-        Op::Malloc,
-        Args {
-            size: 100,
-            ptr: 0x1000,
-            ..Default::default()
-        },
-        Some(50),
-    );
+    l.call(T11, 1010, Op::Malloc, Args { size: 100, ptr: 0x1000, ..Default::default() }, Some(50));
     l.malloc(T11, 1020, 200, 0x2000);
-    l.call(
-        T11,
-        1030,
-        Op::Calloc,
-        Args {
-            count: 10,
-            size: 30,
-            ptr: 0x3000,
-            ..Default::default()
-        },
-        None,
-    );
+    l.call(T11, 1030, Op::Calloc, Args { count: 10, size: 30, ptr: 0x3000, ..Default::default() }, None);
     l.call(
         T11,
         1040,
         Op::Realloc,
-        Args {
-            old: 0x1000,
-            size: 1000,
-            ptr: 0x4000,
-            ..Default::default()
-        },
+        Args { old: 0x1000, size: 1000, ptr: 0x4000, ..Default::default() },
         Some(200),
     );
-    l.call(
-        T12,
-        1050,
-        Op::Free,
-        Args {
-            ptr: 0x2000,
-            ..Default::default()
-        },
-        Some(70),
-    );
+    l.call(T12, 1050, Op::Free, Args { ptr: 0x2000, ..Default::default() }, Some(70));
     l.free(T12, 1060, 0);
     l.free(T12, 1070, 0x9999);
     l.call(
         T11,
         1080,
         Op::PosixMemalign,
-        Args {
-            align: 64,
-            size: 500,
-            ptr: 0x5000,
-            ..Default::default()
-        },
+        Args { align: 64, size: 500, ptr: 0x5000, ..Default::default() },
         Some(5_000_000),
     );
     l.malloc(T11, 1090, 1 << 40, 0);
@@ -130,10 +90,7 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&ops["posix_memalign"]), 1);
     assert_eq!(u(&ops["aligned_alloc"]), 0);
     let bytes = &j["bytes"];
-    assert_eq!(
-        u(&bytes["malloc"]),
-        100 + 200 + (1 << 40) + 8 + 70 * 16 + 63 * 32 + 48
-    );
+    assert_eq!(u(&bytes["malloc"]), 100 + 200 + (1 << 40) + 8 + 70 * 16 + 63 * 32 + 48);
     assert_eq!(u(&bytes["calloc"]), 300);
     assert_eq!(u(&bytes["realloc"]), 1000);
     assert_eq!(u(&bytes["posix_memalign"]), 500);
@@ -158,12 +115,7 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&j["sizes"]["top"][0]["requests"]), 70);
     assert_eq!(u(&j["sizes"]["top"][1]["size"]), 32);
     assert_eq!(u(&j["sizes"]["distinct"]), 10);
-    let b16 = j["sizes"]["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| u(&b["from"]) == 16)
-        .unwrap();
+    let b16 = j["sizes"]["buckets"].as_array().unwrap().iter().find(|b| u(&b["from"]) == 16).unwrap();
     assert_eq!((u(&b16["to"]), u(&b16["requests"])), (31, 70));
 
     // Threads.
@@ -181,12 +133,7 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&b["longest"]["tid"]), T12 as u64);
     assert_eq!(u(&b["longest"]["start_ns"]), 3_500_000);
     assert_eq!(u(&b["longest"]["end_ns"]), 3_500_690);
-    let t11 = j["per_thread"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| u(&t["tid"]) == 11)
-        .unwrap();
+    let t11 = j["per_thread"].as_array().unwrap().iter().find(|t| u(&t["tid"]) == 11).unwrap();
     assert_eq!(u(&t11["allocs"]), 1 + 1 + 1 + 1 + 1 + 70 + 63 + 1);
     assert_eq!(u(&t11["frees"]), 65);
 
@@ -232,18 +179,10 @@ fn known_workload_numbers_are_exact() {
     let s = m["samples"].as_array().unwrap();
     assert_eq!(s.len(), 2);
     assert_eq!(
-        (
-            u(&s[0]["ts_ns"]),
-            u(&s[0]["rss_bytes"]),
-            u(&s[0]["live_bytes"]),
-            u(&s[0]["live_blocks"])
-        ),
+        (u(&s[0]["ts_ns"]), u(&s[0]["rss_bytes"]), u(&s[0]["live_bytes"]), u(&s[0]["live_blocks"])),
         (1_500_000, 10_000_000, 1800, 3)
     );
-    assert_eq!(
-        (u(&s[1]["live_bytes"]), u(&s[1]["max_live_bytes"])),
-        (556, 3524)
-    );
+    assert_eq!((u(&s[1]["live_bytes"]), u(&s[1]["max_live_bytes"])), (556, 3524));
     assert_eq!(u(&m["rss_at_end"]["rss_bytes"]), 9_000_000);
     assert_eq!(u(&m["rss_at_end"]["live_bytes"]), 556);
     assert_eq!(u(&m["peak_rss_bytes"]), 10_000_000);
@@ -267,10 +206,7 @@ fn known_workload_numbers_are_exact() {
     assert_eq!(u(&lat["slowest"][2]["freed_bytes"]), 200);
     assert!(lat["slowest"][3]["freed_bytes"].is_null());
     let pm = &lat["per_op"]["posix_memalign"];
-    assert!(
-        u(&pm["max_ns"]).abs_diff(5_000_000) <= 5_000,
-        "hdrhistogram keeps 3 digits: {pm}"
-    );
+    assert!(u(&pm["max_ns"]).abs_diff(5_000_000) <= 5_000, "hdrhistogram keeps 3 digits: {pm}");
     assert_eq!(u(&lat["per_op"]["malloc"]["timed_calls"]), 1);
 
     // Read: complete.
@@ -315,11 +251,8 @@ fn human_report_has_every_section_with_units() {
         assert!(out.contains(want), "report lacks {want:?}:\n{out}");
     }
     // Aligned tables: every row of the ops table has its numbers ending in the same column.
-    let rows: Vec<&str> = out
-        .lines()
-        .filter(|l| l.starts_with("   malloc ") || l.starts_with("   free "))
-        .take(2)
-        .collect();
+    let rows: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("   malloc ") || l.starts_with("   free ")).take(2).collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].len(), rows[1].len(), "{rows:?}");
 }
@@ -333,46 +266,13 @@ fn realloc_edge_cases() {
     l.malloc(1, 1000, 100, 0x1000);
     l.malloc(2, 1010, 50, 0x2000);
     // glibc realloc(p, 0): frees p, returns NULL; not a failure.
-    l.call(
-        1,
-        1020,
-        Op::Realloc,
-        Args {
-            old: 0x1000,
-            size: 0,
-            ptr: 0,
-            ..Default::default()
-        },
-        None,
-    );
+    l.call(1, 1020, Op::Realloc, Args { old: 0x1000, size: 0, ptr: 0, ..Default::default() }, None);
     // A failed realloc keeps the old block.
-    l.call(
-        2,
-        1030,
-        Op::Realloc,
-        Args {
-            old: 0x2000,
-            size: 1 << 50,
-            ptr: 0,
-            ..Default::default()
-        },
-        None,
-    );
+    l.call(2, 1030, Op::Realloc, Args { old: 0x2000, size: 1 << 50, ptr: 0, ..Default::default() }, None);
     // malloc returning 0x2000 while it is still live: counted, the old block taken as freed.
     l.malloc(1, 1040, 70, 0x2000);
     // realloc(NULL, n) is malloc(n).
-    l.call(
-        1,
-        1050,
-        Op::Realloc,
-        Args {
-            old: 0,
-            size: 30,
-            ptr: 0x3000,
-            ..Default::default()
-        },
-        None,
-    );
+    l.call(1, 1050, Op::Realloc, Args { old: 0, size: 30, ptr: 0x3000, ..Default::default() }, None);
     let log = l.finish(true);
     let j = stats_json(&[&log]);
     assert_eq!(u(&j["address_reuse_conflicts"]), 1);
@@ -380,11 +280,7 @@ fn realloc_edge_cases() {
     assert_eq!(u(&j["failed"]["realloc"]), 1);
     assert_eq!(u(&j["live_at_end"]["blocks"]), 2);
     assert_eq!(u(&j["live_at_end"]["bytes"]), 100);
-    assert_eq!(
-        u(&j["lifetimes"]["freed_blocks"]),
-        1,
-        "only realloc(p, 0) freed a block"
-    );
+    assert_eq!(u(&j["lifetimes"]["freed_blocks"]), 1, "only realloc(p, 0) freed a block");
     assert_eq!(u(&j["peak_live_bytes"]), 150);
 }
 
@@ -419,10 +315,7 @@ fn both_ways(logs: &[&str]) -> (Value, Value) {
     let two = shimlog(&[&["stats", "--json"], logs].concat());
     let one = shimlog(&[&["stats", "--json", "--one-thread"], logs].concat());
     assert!(two.status.success() && one.status.success());
-    (
-        serde_json::from_slice(&two.stdout).unwrap(),
-        serde_json::from_slice(&one.stdout).unwrap(),
-    )
+    (serde_json::from_slice(&two.stdout).unwrap(), serde_json::from_slice(&one.stdout).unwrap())
 }
 
 /// Reading on a second thread and on one give the same report, on a log of several

@@ -1,8 +1,8 @@
 //! docs/stats.md lists every field of `shimlog stats --json`: the real binary's reports on
 //! logs that fill every section (and a total over two logs, one of them cut) hold no field
 //! the page does not list, and the page lists none they do not hold.
-mod synth;
 mod sitelog;
+mod synth;
 
 use recorder::buffer::Args;
 use recorder::Op;
@@ -66,12 +66,27 @@ fn full_log(path: &str, pid: u32) -> String {
         use recorder::event::site_flags::*;
         let (exe, main) = sitelog::shimlog_main();
         sitelog::mapping(&mut l, 2, 7_000, 0x1000, 1 << 40, 0, &exe, &[]);
-        sitelog::mapping(&mut l, 2, 7_000, 1 << 41, (1 << 41) + 0x10000, 1 << 41, "/nonexistent/libgone.so", &[0xab; 20]);
+        sitelog::mapping(
+            &mut l,
+            2,
+            7_000,
+            1 << 41,
+            (1 << 41) + 0x10000,
+            1 << 41,
+            "/nonexistent/libgone.so",
+            &[0xab; 20],
+        );
         sitelog::stack(&mut l, 2, 7_000, 1, 2, &[main, (1 << 41) + 0x100]);
         // A sampled allocation, timed, never freed; and a slow one.
         l.call(2, 7_100, Op::Malloc, Args { size: 100, ptr: 0xb0_000, ..Default::default() }, Some(300));
         sitelog::site(&mut l, 2, 7_100, 1, SAMPLED);
-        l.call(2, 7_200, Op::Malloc, Args { size: 8192, ptr: 0xb1_000, ..Default::default() }, Some(3_000_000));
+        l.call(
+            2,
+            7_200,
+            Op::Malloc,
+            Args { size: 8192, ptr: 0xb1_000, ..Default::default() },
+            Some(3_000_000),
+        );
         sitelog::site(&mut l, 2, 7_200, 1, SAMPLED | SLOW);
     }
     l.process(200_000_000, Op::Rss, 2 << 20);
@@ -170,15 +185,33 @@ fn every_json_field_is_documented_and_every_documented_field_exists() {
     // A documented object (`memory.rss_at_peak`) is seen through its fields.
     let stale: Vec<&String> = doc
         .iter()
-        .filter(|p| !seen.iter().any(|s| s == *p || s.starts_with(&format!("{p}.")) || s.starts_with(&format!("{p}["))))
+        .filter(|p| {
+            !seen
+                .iter()
+                .any(|s| s == *p || s.starts_with(&format!("{p}.")) || s.starts_with(&format!("{p}[")))
+        })
         .collect();
     assert!(stale.is_empty(), "in docs/stats.md but in no report: {stale:?}");
     // The logs fill what the check relies on.
-    for p in ["free_bursts.longest.frees", "read.issues[].log", "dropped.when[].events",
-              "failed.<op>", "memory.rss_at_peak.rss_per_live", "latency.slowest[].freed_bytes",
-              "lifetimes.never_freed_by_size[].bytes", "cross_thread_frees.top_pairs[].count",
-              "process.ended.status", "process.ended.records", "inherited.frees", "process.parent_log", "process.sampled_only",
-              "sites.by_bytes[].location", "sites.issues[]", "sites.slow[].slow_ns", "sites.by_time[].timed_ns"] {
+    for p in [
+        "free_bursts.longest.frees",
+        "read.issues[].log",
+        "dropped.when[].events",
+        "failed.<op>",
+        "memory.rss_at_peak.rss_per_live",
+        "latency.slowest[].freed_bytes",
+        "lifetimes.never_freed_by_size[].bytes",
+        "cross_thread_frees.top_pairs[].count",
+        "process.ended.status",
+        "process.ended.records",
+        "inherited.frees",
+        "process.parent_log",
+        "process.sampled_only",
+        "sites.by_bytes[].location",
+        "sites.issues[]",
+        "sites.slow[].slow_ns",
+        "sites.by_time[].timed_ns",
+    ] {
         assert!(seen.contains(p), "{p} not in the reports");
     }
 }

@@ -12,10 +12,7 @@ use std::process::Command;
 const SLACK: u64 = 16;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 fn shim() -> PathBuf {
@@ -23,11 +20,7 @@ fn shim() -> PathBuf {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/release/libshim.so"));
-    assert!(
-        p.is_file(),
-        "{} not found: build it with `make` or point SHIM_LIB at it",
-        p.display()
-    );
+    assert!(p.is_file(), "{} not found: build it with `make` or point SHIM_LIB at it", p.display());
     p
 }
 
@@ -51,8 +44,7 @@ fn known() -> PathBuf {
 }
 
 fn u(v: &Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("not an unsigned number: {v}"))
+    v.as_u64().unwrap_or_else(|| panic!("not an unsigned number: {v}"))
 }
 
 fn check(backend: &str) {
@@ -65,16 +57,9 @@ fn check(backend: &str) {
         .env("SHIM_LOG", dir.join("known.%p.shimlog"))
         .output()
         .expect("run known");
-    assert!(
-        out.status.success(),
-        "known under the shim: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "known under the shim: {}", String::from_utf8_lossy(&out.stderr));
     let p: Value = serde_json::from_slice(&out.stdout).expect("known prints its numbers as JSON");
-    let logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let logs: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(logs.len(), 1, "one log: {logs:?}");
 
     let o = Command::new(env!("CARGO_BIN_EXE_shimlog"))
@@ -91,65 +76,36 @@ fn check(backend: &str) {
     assert_eq!(u(&s["process"]["pid"]), u(&p["pid"]), "{ctx}");
     assert_eq!(u(&s["threads"]), u(&p["threads"]), "{ctx}: threads");
     assert_eq!(s["read"]["clean_end"], true, "{ctx}");
-    assert_eq!(
-        u(&s["unknown_frees"]),
-        0,
-        "{ctx}: every free matches an allocation"
-    );
+    assert_eq!(u(&s["unknown_frees"]), 0, "{ctx}: every free matches an allocation");
     for op in ["malloc", "calloc", "realloc", "free"] {
         let (got, want) = (u(&s["ops"][op]), u(&p["program_ops"][op]));
-        assert!(
-            got >= want && got <= want + SLACK,
-            "{ctx}: {op} calls {got}, the program made {want}"
-        );
+        assert!(got >= want && got <= want + SLACK, "{ctx}: {op} calls {got}, the program made {want}");
     }
     for op in ["malloc", "calloc", "realloc"] {
         let (got, want) = (u(&s["bytes"][op]), u(&p["program_bytes"][op]));
-        assert!(
-            got >= want && got <= want + (64 << 10),
-            "{ctx}: {op} bytes {got}, the program asked {want}"
-        );
+        assert!(got >= want && got <= want + (64 << 10), "{ctx}: {op} bytes {got}, the program asked {want}");
     }
     // The peak is reached before any thread exists; the runtime has next to nothing live.
     let (peak, want) = (u(&s["peak_live_bytes"]), u(&p["peak_live_bytes"]));
-    assert!(
-        peak >= want && peak < want + (64 << 10),
-        "{ctx}: peak {peak}, program's {want}"
-    );
+    assert!(peak >= want && peak < want + (64 << 10), "{ctx}: peak {peak}, program's {want}");
 
     // Cross-thread frees: thread A's 50 blocks of 2048 bytes, freed by thread B.
     let (ta, tb) = (u(&p["thread_a_tid"]), u(&p["thread_b_tid"]));
     let pairs = s["cross_thread_frees"]["top_pairs"].as_array().unwrap();
-    let ab = pairs
-        .iter()
-        .find(|x| u(&x["alloc_tid"]) == ta && u(&x["free_tid"]) == tb);
-    assert_eq!(
-        ab.map(|x| u(&x["count"])),
-        Some(50),
-        "{ctx}: pairs {pairs:?}"
-    );
+    let ab = pairs.iter().find(|x| u(&x["alloc_tid"]) == ta && u(&x["free_tid"]) == tb);
+    assert_eq!(ab.map(|x| u(&x["count"])), Some(50), "{ctx}: pairs {pairs:?}");
     let cross = u(&s["cross_thread_frees"]["count"]);
-    assert!(
-        (50..50 + SLACK).contains(&cross),
-        "{ctx}: {cross} cross-thread frees"
-    );
+    assert!((50..50 + SLACK).contains(&cross), "{ctx}: {cross} cross-thread frees");
 
     // Free bursts: runs of 100 and 64 frees on the main thread, and no other.
     let main = u(&p["main_tid"]);
     let b = &s["free_bursts"];
-    let runs: Vec<(u64, u64)> = b["top"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (u(&x["tid"]), u(&x["frees"])))
-        .collect();
+    let runs: Vec<(u64, u64)> =
+        b["top"].as_array().unwrap().iter().map(|x| (u(&x["tid"]), u(&x["frees"]))).collect();
     assert_eq!(runs, vec![(main, 100), (main, 64)], "{ctx}: bursts");
     assert_eq!(
         (u(&b["count"]), u(&b["longest"]["frees"])),
-        (
-            u(&p["free_bursts"]["count"]),
-            u(&p["free_bursts"]["longest"])
-        ),
+        (u(&p["free_bursts"]["count"]), u(&p["free_bursts"]["longest"])),
         "{ctx}"
     );
 
@@ -165,27 +121,10 @@ fn check(backend: &str) {
             .map(|x| u(&x["blocks"]))
             .sum()
     };
-    assert!(
-        between(0) >= 1000,
-        "{ctx}: {} blocks freed with no allocation between",
-        between(0)
-    );
-    assert!(
-        between(10) >= 100,
-        "{ctx}: {} blocks with 10 allocations between",
-        between(10)
-    );
-    let n333 = l["never_freed_by_size"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| u(&x["size"]) == 333);
-    assert_eq!(
-        n333.map(|x| u(&x["blocks"])),
-        Some(7),
-        "{ctx}: never freed {}",
-        l["never_freed_by_size"]
-    );
+    assert!(between(0) >= 1000, "{ctx}: {} blocks freed with no allocation between", between(0));
+    assert!(between(10) >= 100, "{ctx}: {} blocks with 10 allocations between", between(10));
+    let n333 = l["never_freed_by_size"].as_array().unwrap().iter().find(|x| u(&x["size"]) == 333);
+    assert_eq!(n333.map(|x| u(&x["blocks"])), Some(7), "{ctx}: never freed {}", l["never_freed_by_size"]);
     // 20 blocks held 3 ms and 50 held 2 ms (the buckets are within 1%: count from 1 ms).
     let over_1ms: u64 = l["buckets"]
         .as_array()
@@ -194,10 +133,7 @@ fn check(backend: &str) {
         .filter(|x| u(&x["from_ns"]) >= 1_000_000)
         .map(|x| u(&x["blocks"]))
         .sum();
-    assert!(
-        over_1ms >= u(&p["lifetimes"]["held_at_least_2ms"]),
-        "{ctx}: {over_1ms} blocks held >= 1 ms"
-    );
+    assert!(over_1ms >= u(&p["lifetimes"]["held_at_least_2ms"]), "{ctx}: {over_1ms} blocks held >= 1 ms");
 }
 
 #[test]

@@ -20,8 +20,8 @@
 use super::{page_size, say_once, snapshot, Buf, Snapshot, Trouble};
 use crate::Backend;
 use core::ffi::{c_char, c_int, c_void, CStr};
-use libc::{EAGAIN, EFAULT, EINVAL, ENOENT, EPERM};
 use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use libc::{EAGAIN, EFAULT, EINVAL, ENOENT, EPERM};
 
 /// `MALLCTL_ARENAS_ALL`: the arena index that means all arenas merged.
 pub const ARENAS_ALL: usize = 4096;
@@ -218,7 +218,11 @@ fn strtoumax(s: &[u8]) -> u64 {
             None => return u64::MAX,
         }
     }
-    if neg { v.wrapping_neg() } else { v }
+    if neg {
+        v.wrapping_neg()
+    } else {
+        v
+    }
 }
 
 /// ctl_lookup: follows `name` down the tree for at most `cap` elements, filling `mib`.
@@ -236,7 +240,9 @@ fn lookup(name: &[u8], mib: &mut [usize; MAX_DEPTH], cap: usize) -> Result<(Opti
         }
         node = match node {
             Named(children) => {
-                let Some(j) = children.iter().position(|(n, _)| n.as_bytes() == elm) else { return Err(ENOENT) };
+                let Some(j) = children.iter().position(|(n, _)| n.as_bytes() == elm) else {
+                    return Err(ENOENT);
+                };
                 *slot = j;
                 &children[j].1
             }
@@ -335,7 +341,11 @@ struct Io {
 impl Io {
     /// READONLY()
     fn read_only(&self) -> Result<(), c_int> {
-        if !self.newp.is_null() || self.newlen != 0 { Err(EPERM) } else { Ok(()) }
+        if !self.newp.is_null() || self.newlen != 0 {
+            Err(EPERM)
+        } else {
+            Ok(())
+        }
     }
     /// NEITHER_READ_NOR_WRITE()
     fn neither(&self) -> Result<(), c_int> {
@@ -562,7 +572,11 @@ unsafe fn run(b: Backend, ctl: Ctl, mib: &[usize], io: &Io, name: &[u8]) -> Resu
 
 /// The bytes of a C string, or None for NULL.
 unsafe fn c_bytes<'a>(p: *const c_char) -> Option<&'a [u8]> {
-    if p.is_null() { None } else { Some(unsafe { CStr::from_ptr(p) }.to_bytes()) }
+    if p.is_null() {
+        None
+    } else {
+        Some(unsafe { CStr::from_ptr(p) }.to_bytes())
+    }
 }
 
 /// jemalloc's `mallctl`, answered from backend `b`.
@@ -676,7 +690,11 @@ pub unsafe fn stats_print(b: Backend, write_cb: WriteCb, cbopaque: *mut c_void, 
         line.clear();
     };
     if json {
-        let _ = write!(line, "{{\n\"jemalloc\": {{\n\"version\": \"{ver}\",\n\"emulated_on\": \"{}\",\n", b.name());
+        let _ = write!(
+            line,
+            "{{\n\"jemalloc\": {{\n\"version\": \"{ver}\",\n\"emulated_on\": \"{}\",\n",
+            b.name()
+        );
         emit(&mut line);
         let _ = write!(line, "\"arenas\": {{\n\"narenas\": {NARENAS},\n\"page\": {page}\n}},\n");
         emit(&mut line);
@@ -713,10 +731,22 @@ mod tests {
     /// The emulation on glibc (its statistics always exist in a test process).
     const B: Backend = Backend::Glibc;
 
-    unsafe fn emu(name: &CStr, oldp: *mut c_void, oldlenp: *mut usize, newp: *mut c_void, newlen: usize) -> c_int {
+    unsafe fn emu(
+        name: &CStr,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int {
         unsafe { mallctl(B, name.as_ptr(), oldp, oldlenp, newp, newlen) }
     }
-    unsafe fn real(name: &CStr, oldp: *mut c_void, oldlenp: *mut usize, newp: *mut c_void, newlen: usize) -> c_int {
+    unsafe fn real(
+        name: &CStr,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int {
         unsafe { je::mallctl(name.as_ptr(), oldp, oldlenp, newp, newlen) }
     }
 
@@ -801,9 +831,15 @@ mod tests {
                 assert_eq!(f(c"stats.allocated", null_mut(), &mut len, null_mut(), 0), 0);
                 // thread.arena: an arena that does not exist
                 let bad: u32 = 3000;
-                assert_eq!(f(c"thread.arena", null_mut(), null_mut(), &bad as *const _ as *mut c_void, 4), EFAULT);
+                assert_eq!(
+                    f(c"thread.arena", null_mut(), null_mut(), &bad as *const _ as *mut c_void, 4),
+                    EFAULT
+                );
                 let zero: u32 = 0;
-                assert_eq!(f(c"thread.arena", null_mut(), null_mut(), &zero as *const _ as *mut c_void, 4), 0);
+                assert_eq!(
+                    f(c"thread.arena", null_mut(), null_mut(), &zero as *const _ as *mut c_void, 4),
+                    0
+                );
                 // arenas.create wants a read of an unsigned
                 assert_eq!(f(c"arenas.create", null_mut(), null_mut(), null_mut(), 0), EINVAL);
             }
@@ -822,7 +858,8 @@ mod tests {
             }
             let (mut a, mut b) = (0usize, 0usize);
             let (mut la, mut lb) = (8usize, 8usize);
-            let rc = unsafe { bymib(B, mib.as_ptr(), n, &mut a as *mut _ as *mut c_void, &mut la, null_mut(), 0) };
+            let rc =
+                unsafe { bymib(B, mib.as_ptr(), n, &mut a as *mut _ as *mut c_void, &mut la, null_mut(), 0) };
             let rc2 = unsafe { emu(name, &mut b as *mut _ as *mut c_void, &mut lb, null_mut(), 0) };
             assert_eq!((rc, rc2), (0, 0), "{name:?}");
         }
@@ -835,19 +872,36 @@ mod tests {
         mib[2] = ARENAS_ALL;
         let mut v = 0usize;
         let mut l = 8usize;
-        assert_eq!(unsafe { bymib(B, mib.as_ptr(), 4, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) }, 0);
+        assert_eq!(
+            unsafe { bymib(B, mib.as_ptr(), 4, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) },
+            0
+        );
         mib[2] = 7;
-        assert_eq!(unsafe { bymib(B, mib.as_ptr(), 4, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) }, ENOENT);
+        assert_eq!(
+            unsafe { bymib(B, mib.as_ptr(), 4, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) },
+            ENOENT
+        );
         // A partial MIB: the first two elements, then completed.
         let mut part = [0usize; 4];
         let mut n = 2;
         assert_eq!(unsafe { nametomib(B, c"stats.arenas.0.pmuzzy".as_ptr(), part.as_mut_ptr(), &mut n) }, 0);
         assert_eq!((n, part[..2] == mib[..2]), (2, true));
         // A MIB that stops at an inner node, or goes past a leaf.
-        assert_eq!(unsafe { bymib(B, mib.as_ptr(), 2, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) }, ENOENT);
+        assert_eq!(
+            unsafe { bymib(B, mib.as_ptr(), 2, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) },
+            ENOENT
+        );
         let long = [mib[0], mib[1], 0, mib[3], 0];
-        assert_eq!(unsafe { bymib(B, long.as_ptr(), 5, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) }, ENOENT);
-        assert_eq!(unsafe { bymib(B, [99usize].as_ptr(), 1, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) }, ENOENT);
+        assert_eq!(
+            unsafe { bymib(B, long.as_ptr(), 5, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) },
+            ENOENT
+        );
+        assert_eq!(
+            unsafe {
+                bymib(B, [99usize].as_ptr(), 1, &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0)
+            },
+            ENOENT
+        );
     }
 
     #[test]
@@ -858,7 +912,9 @@ mod tests {
             let read = |name: &CStr| {
                 let mut v = 0usize;
                 let mut l = 8usize;
-                let rc = unsafe { mallctl(b, name.as_ptr(), &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0) };
+                let rc = unsafe {
+                    mallctl(b, name.as_ptr(), &mut v as *mut _ as *mut c_void, &mut l, null_mut(), 0)
+                };
                 assert_eq!(rc, 0, "{name:?} on {b:?}");
                 v
             };
@@ -888,7 +944,10 @@ mod tests {
             for p in blocks {
                 unsafe { super::super::free_in(b, p) };
             }
-            assert_eq!(unsafe { mallctl(b, c"arena.4096.purge".as_ptr(), null_mut(), null_mut(), null_mut(), 0) }, 0);
+            assert_eq!(
+                unsafe { mallctl(b, c"arena.4096.purge".as_ptr(), null_mut(), null_mut(), null_mut(), 0) },
+                0
+            );
             advance();
             let after = read(c"stats.allocated");
             eprintln!("{b:?}: after the frees {after}");
@@ -929,17 +988,70 @@ mod tests {
             assert_eq!(bymib(B, mib.as_ptr(), 0, vp, &mut l, null_mut(), 0), ENOENT);
             // A name of many elements, and a huge index.
             assert_eq!(mallctl(B, c"a.b.c.d.e.f.g.h.i.j".as_ptr(), vp, &mut l, null_mut(), 0), ENOENT);
-            assert_eq!(mallctl(B, c"stats.arenas.99999999999999999999999.pactive".as_ptr(), vp, &mut l, null_mut(), 0), ENOENT);
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"stats.arenas.99999999999999999999999.pactive".as_ptr(),
+                    vp,
+                    &mut l,
+                    null_mut(),
+                    0
+                ),
+                ENOENT
+            );
             // Settings that cannot be taken: jemalloc's error for a failed operation.
             let on = true;
-            assert_eq!(mallctl(B, c"background_thread".as_ptr(), null_mut(), null_mut(), &on as *const _ as *mut c_void, 1), EFAULT);
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"background_thread".as_ptr(),
+                    null_mut(),
+                    null_mut(),
+                    &on as *const _ as *mut c_void,
+                    1
+                ),
+                EFAULT
+            );
             let off = false;
-            assert_eq!(mallctl(B, c"background_thread".as_ptr(), null_mut(), null_mut(), &off as *const _ as *mut c_void, 1), 0);
-            assert_eq!(mallctl(B, c"thread.tcache.enabled".as_ptr(), null_mut(), null_mut(), &off as *const _ as *mut c_void, 1), EFAULT);
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"background_thread".as_ptr(),
+                    null_mut(),
+                    null_mut(),
+                    &off as *const _ as *mut c_void,
+                    1
+                ),
+                0
+            );
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"thread.tcache.enabled".as_ptr(),
+                    null_mut(),
+                    null_mut(),
+                    &off as *const _ as *mut c_void,
+                    1
+                ),
+                EFAULT
+            );
             let mut ind = 0u32;
             let mut il = 4usize;
-            assert_eq!(mallctl(B, c"arenas.create".as_ptr(), &mut ind as *mut _ as *mut c_void, &mut il, null_mut(), 0), EAGAIN);
-            assert_eq!(mallctl(B, c"opt.tcache".as_ptr(), null_mut(), null_mut(), &on as *const _ as *mut c_void, 1), EPERM);
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"arenas.create".as_ptr(),
+                    &mut ind as *mut _ as *mut c_void,
+                    &mut il,
+                    null_mut(),
+                    0
+                ),
+                EAGAIN
+            );
+            assert_eq!(
+                mallctl(B, c"opt.tcache".as_ptr(), null_mut(), null_mut(), &on as *const _ as *mut c_void, 1),
+                EPERM
+            );
         }
     }
 

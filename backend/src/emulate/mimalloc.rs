@@ -41,7 +41,10 @@ fn read_proc<'a>(path: &core::ffi::CStr, buf: &'a mut [u8]) -> &'a [u8] {
 
 /// The leading decimal digits of `field`.
 fn number(field: &[u8]) -> u64 {
-    field.iter().take_while(|c| c.is_ascii_digit()).fold(0u64, |v, &c| v.saturating_mul(10).saturating_add((c - b'0') as u64))
+    field
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0u64, |v, &c| v.saturating_mul(10).saturating_add((c - b'0') as u64))
 }
 
 /// The process's resident bytes now, from /proc/self/statm ("size resident shared ...", in
@@ -60,7 +63,9 @@ fn elapsed_msecs() -> usize {
     // Fields after the command name (which may hold spaces) start after the last ')';
     // starttime is field 22, the 20th after it.
     let Some(close) = text.iter().rposition(|&c| c == b')') else { return 0 };
-    let Some(start) = text[close + 1..].split(|&c| c == b' ').filter(|f| !f.is_empty()).nth(19) else { return 0 };
+    let Some(start) = text[close + 1..].split(|&c| c == b' ').filter(|f| !f.is_empty()).nth(19) else {
+        return 0;
+    };
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let mut now: libc::timespec = unsafe { core::mem::zeroed() };
     unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };

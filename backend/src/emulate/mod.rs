@@ -83,7 +83,13 @@ pub fn snapshot(b: Backend) -> Snapshot {
             // mapped and usable.
             let (commit, _, _) = crate::mimalloc::process_info();
             let rss = mimalloc::rss_now();
-            Snapshot { allocated: rss, active: rss, resident: rss, mapped: commit.max(rss), ..Snapshot::default() }
+            Snapshot {
+                allocated: rss,
+                active: rss,
+                resident: rss,
+                mapped: commit.max(rss),
+                ..Snapshot::default()
+            }
         }
         Backend::Tcmalloc => {
             let p = |k| crate::stats::tc_property(k).unwrap_or(0) as usize;
@@ -110,7 +116,14 @@ pub fn snapshot(b: Backend) -> Snapshot {
         Backend::Rpmalloc => {
             let g = crate::rpmalloc::global();
             let used = g.mapped.saturating_sub(g.cached);
-            Snapshot { allocated: used, active: used, resident: g.mapped, mapped: g.mapped, dirty: g.cached, ..Snapshot::default() }
+            Snapshot {
+                allocated: used,
+                active: used,
+                resident: g.mapped,
+                mapped: g.mapped,
+                dirty: g.cached,
+                ..Snapshot::default()
+            }
         }
     }
 }
@@ -258,7 +271,11 @@ impl<const N: usize> core::fmt::Write for Buf<N> {
         let n = s.len().min(room);
         self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
         self.len += n;
-        if n < s.len() { Err(core::fmt::Error) } else { Ok(()) }
+        if n < s.len() {
+            Err(core::fmt::Error)
+        } else {
+            Ok(())
+        }
     }
 }
 

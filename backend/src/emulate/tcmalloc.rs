@@ -89,7 +89,8 @@ pub fn stats_text(b: Backend, buf: &mut [u8]) {
 fn write_stats(b: Backend, s: &Snapshot, w: &mut impl core::fmt::Write) {
     let mib = |v: usize| v as f64 / 1048576.0;
     let line = "------------------------------------------------\n";
-    let _ = writeln!(w, "{line}MALLOC: emulated by the shim: {} serves this program's tcmalloc calls", b.name());
+    let _ =
+        writeln!(w, "{line}MALLOC: emulated by the shim: {} serves this program's tcmalloc calls", b.name());
     for (v, what, op) in [
         (s.allocated, "Bytes in use by application", " "),
         (s.dirty, "Bytes in page heap freelist", "+"),
@@ -99,7 +100,11 @@ fn write_stats(b: Backend, s: &Snapshot, w: &mut impl core::fmt::Write) {
         let _ = writeln!(w, "MALLOC: {op} {v:12} ({:7.1} MiB) {what}", mib(v));
     }
     let heap = s.mapped + s.retained;
-    let _ = write!(w, "MALLOC:   ------------\nMALLOC: = {heap:12} ({:7.1} MiB) Actual memory used (physical + swap)\n", mib(heap));
+    let _ = write!(
+        w,
+        "MALLOC:   ------------\nMALLOC: = {heap:12} ({:7.1} MiB) Actual memory used (physical + swap)\n",
+        mib(heap)
+    );
     let _ = write!(w, "MALLOC:   {:12} ({:7.1} MiB) Bytes of metadata\n{line}", s.metadata, mib(s.metadata));
 }
 
@@ -159,7 +164,10 @@ mod tests {
             let mut v = 7usize;
             assert_eq!(unsafe { get_numeric_property(b, c"tcmalloc.no_such_thing".as_ptr(), &mut v) }, 0);
             assert_eq!(v, 7);
-            assert_eq!(unsafe { set_numeric_property(b, c"tcmalloc.max_total_thread_cache_bytes".as_ptr(), 1) }, 0);
+            assert_eq!(
+                unsafe { set_numeric_property(b, c"tcmalloc.max_total_thread_cache_bytes".as_ptr(), 1) },
+                0
+            );
         }
     }
 

@@ -83,7 +83,11 @@ pub(crate) unsafe fn usable_size(p: *mut c_void) -> usize {
 /// classes (shimlog's slop analysis) pays no more.
 pub(crate) fn size_class(size: usize) -> usize {
     let n = unsafe { tc_nallocx(size.max(1), 0) };
-    if n == 0 { size } else { n }
+    if n == 0 {
+        size
+    } else {
+        n
+    }
 }
 
 /// "gperftools 2.10": the header and the replay table say whose tcmalloc this is.

@@ -180,19 +180,44 @@ impl DecodeState {
             };
         }
         let ok = by_op!(
-            Malloc, Free, Calloc, Realloc, Reallocarray, PosixMemalign, AlignedAlloc, Memalign,
-            Valloc, Pvalloc, FreeSized, ThreadStart, ThreadExit, Dropped, Rss, Fork, Clock, Untraced, End,
-            Stall, AllocStat, Window, ThreadSeen, Stack, StackPc, Site, Mapping, MappingBias,
-            MappingPath, MappingBuildId, Exit, Recovered
+            Malloc,
+            Free,
+            Calloc,
+            Realloc,
+            Reallocarray,
+            PosixMemalign,
+            AlignedAlloc,
+            Memalign,
+            Valloc,
+            Pvalloc,
+            FreeSized,
+            ThreadStart,
+            ThreadExit,
+            Dropped,
+            Rss,
+            Fork,
+            Clock,
+            Untraced,
+            End,
+            Stall,
+            AllocStat,
+            Window,
+            ThreadSeen,
+            Stack,
+            StackPc,
+            Site,
+            Mapping,
+            MappingBias,
+            MappingPath,
+            MappingBuildId,
+            Exit,
+            Recovered
         );
         if !ok {
             return Err(at);
         }
-        let backend_ticks = if tag & TAG_TIMED != 0 {
-            Some(varint::get(d, &mut self.pos).ok_or(at)?)
-        } else {
-            None
-        };
+        let backend_ticks =
+            if tag & TAG_TIMED != 0 { Some(varint::get(d, &mut self.pos).ok_or(at)?) } else { None };
         self.last_ticks = ticks;
         Ok(Some(RawRecord { op, ticks, args: a, backend_ticks }))
     }
@@ -305,7 +330,11 @@ impl DecodeState {
                 Field::Old | Field::Ptr => {
                     let p = self.prev_ptr.wrapping_add((varint::unzigzag(v) << shift) as u64);
                     self.prev_ptr = p;
-                    if *f == Field::Old { a.old = p } else { a.ptr = p }
+                    if *f == Field::Old {
+                        a.old = p
+                    } else {
+                        a.ptr = p
+                    }
                 }
             }
         }

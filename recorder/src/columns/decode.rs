@@ -84,7 +84,17 @@ impl Decoder {
         // SAFETY: Vals is arrays of u64, for which zero is a value.
         let vals: Box<Vals> = unsafe { Box::new_zeroed().assume_init() };
         let (need, kind) = tables();
-        Decoder { model: Model::new(), pos: [0; N_COLS], i: 0, n: 0, vals, need, kind, op_of: std::array::from_fn(|i| Op::from_u8(i as u8).unwrap_or(Op::End)), tuning: Tuning::default() }
+        Decoder {
+            model: Model::new(),
+            pos: [0; N_COLS],
+            i: 0,
+            n: 0,
+            vals,
+            need,
+            kind,
+            op_of: std::array::from_fn(|i| Op::from_u8(i as u8).unwrap_or(Op::End)),
+            tuning: Tuning::default(),
+        }
     }
 
     /// Starts on a frame of `n` records whose columns are `cols`.
@@ -105,7 +115,12 @@ impl Decoder {
     /// `PEXT`: see [`crate::cpu::has_fast_pext`]; true only where inlined into code compiled
     /// for BMI2.
     #[inline(always)]
-    pub fn run<const PEXT: bool>(&mut self, cols: &Columns, max: usize, mut f: impl FnMut(&RawRecord)) -> Result<usize, String> {
+    pub fn run<const PEXT: bool>(
+        &mut self,
+        cols: &Columns,
+        max: usize,
+        mut f: impl FnMut(&RawRecord),
+    ) -> Result<usize, String> {
         let m = (self.n - self.i).min(max).min(BATCH);
         if m == 0 {
             return self.end(cols);
@@ -192,11 +207,18 @@ impl Decoder {
 
     /// After the last record: every column must be used up.
     #[cold]
-    #[allow(clippy::needless_range_loop, reason = "c indexes the positions, the columns and their names alike")]
+    #[allow(
+        clippy::needless_range_loop,
+        reason = "c indexes the positions, the columns and their names alike"
+    )]
     fn end(&self, cols: &Columns) -> Result<usize, String> {
         for c in 1..N_COLS {
             if self.pos[c] != cols.0[c].len() {
-                return Err(format!("column {} has {} bytes left over", COLUMN_NAMES[c], cols.0[c].len() - self.pos[c]));
+                return Err(format!(
+                    "column {} has {} bytes left over",
+                    COLUMN_NAMES[c],
+                    cols.0[c].len() - self.pos[c]
+                ));
             }
         }
         Ok(0)
@@ -210,7 +232,14 @@ impl Decoder {
 
     /// Rebuilds the `n` records of `cols` into `out` (reset for `stream` first), in the row
     /// encoding.
-    pub fn decode(&mut self, cols: &Columns, n: u32, first_ticks: u64, stream: u32, out: &mut Buf) -> Result<(), String> {
+    pub fn decode(
+        &mut self,
+        cols: &Columns,
+        n: u32,
+        first_ticks: u64,
+        stream: u32,
+        out: &mut Buf,
+    ) -> Result<(), String> {
         out.reset(stream);
         self.start(cols, n, first_ticks)?;
         let mut full = false;
@@ -220,7 +249,8 @@ impl Decoder {
                 return;
             }
             let x = &r.args;
-            let a = Args { size: x.size, count: x.count, align: x.align, old: x.old, ptr: x.ptr, value: x.value };
+            let a =
+                Args { size: x.size, count: x.count, align: x.align, old: x.old, ptr: x.ptr, value: x.value };
             out.push(r.op, r.ticks, &a, r.backend_ticks);
         })? > 0
         {

@@ -191,7 +191,11 @@ impl Encoder {
     }
 
     #[inline(always)]
-    fn encode_with<const PEXT: bool, const ARMS: bool>(&mut self, records: &[u8], first_ticks: u64) -> Result<u32, usize> {
+    fn encode_with<const PEXT: bool, const ARMS: bool>(
+        &mut self,
+        records: &[u8],
+        first_ticks: u64,
+    ) -> Result<u32, usize> {
         // The columns out of self while their cursors write, so that the compiler knows the
         // stores leave the model alone.
         let mut cols = std::mem::take(&mut self.cols.0);
@@ -332,7 +336,13 @@ impl Encoder {
         let frees = op.is_free();
         // Predictions first, from the model as it stands; then the model moves on as the
         // decoder's will: the released block, then the new one.
-        let released = if has_old { Some(a.old) } else if frees { Some(a.ptr) } else { None };
+        let released = if has_old {
+            Some(a.old)
+        } else if frees {
+            Some(a.ptr)
+        } else {
+            None
+        };
         let code = released.map_or(Freed::Null, |p| self.freed_code(p));
         let mut odd = 0u64;
         if let Freed::Miss(d) = code {
@@ -378,7 +388,9 @@ impl Encoder {
             match f {
                 Field::Size => out.put(SIZE, a.size),
                 Field::Count | Field::Align => out.put(OTHER, a.count | a.align),
-                Field::Old | Field::Ptr if verbatim => out.put(OTHER, if *f == Field::Old { a.old } else { a.ptr }),
+                Field::Old | Field::Ptr if verbatim => {
+                    out.put(OTHER, if *f == Field::Old { a.old } else { a.ptr })
+                }
                 Field::Old => out.freed(code),
                 Field::Ptr if frees => out.freed(code),
                 Field::Ptr => out.put(ALLOC, zigzag(alloc_delta >> 3)),

@@ -25,7 +25,8 @@ pub const MISS: usize = 5;
 pub const OTHER: usize = 6;
 pub const BACKEND: usize = 7;
 pub const N_COLS: usize = 8;
-pub const COLUMN_NAMES: [&str; N_COLS] = ["ops", "time", "sizes", "new pointers", "freed", "freed misses", "other", "backend"];
+pub const COLUMN_NAMES: [&str; N_COLS] =
+    ["ops", "time", "sizes", "new pointers", "freed", "freed misses", "other", "backend"];
 
 /// Operation byte: bits 0-5 the op, this bit a backend time follows (in BACKEND).
 pub const COL_TIMED: u8 = 0x40;
@@ -70,7 +71,12 @@ const STORE_BELOW: usize = 32;
 
 /// Appends the body of a columnar frame to `out`: the column count, a CRC-32 of the columns'
 /// bytes, each column's length and how it is stored, then the columns.
-pub fn pack(cols: &Columns, comp: &mut zstd::bulk::Compressor<'static>, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> std::io::Result<()> {
+pub fn pack(
+    cols: &Columns,
+    comp: &mut zstd::bulk::Compressor<'static>,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
     let mut crc = crc32fast::Hasher::new();
     out.push(N_COLS as u8);
     let crc_at = out.len();
@@ -107,9 +113,16 @@ pub fn pack(cols: &Columns, comp: &mut zstd::bulk::Compressor<'static>, scratch:
 }
 
 /// Reads a columnar body into `cols`. Errors say what is wrong.
-pub fn unpack(body: &[u8], d: &mut zstd::bulk::Decompressor<'static>, cols: &mut Columns) -> Result<(), String> {
+pub fn unpack(
+    body: &[u8],
+    d: &mut zstd::bulk::Decompressor<'static>,
+    cols: &mut Columns,
+) -> Result<(), String> {
     if body.len() < 5 || body[0] as usize != N_COLS {
-        return Err(format!("columnar body of {} columns, expected {N_COLS}", body.first().copied().unwrap_or(0)));
+        return Err(format!(
+            "columnar body of {} columns, expected {N_COLS}",
+            body.first().copied().unwrap_or(0)
+        ));
     }
     let want_crc = u32::from_le_bytes(body[1..5].try_into().expect("4 bytes"));
     let mut pos = 5;
@@ -132,7 +145,9 @@ pub fn unpack(body: &[u8], d: &mut zstd::bulk::Decompressor<'static>, cols: &mut
         c.clear();
         if zipped {
             c.reserve(raw);
-            let n = d.decompress_to_buffer(src, c).map_err(|e| format!("zstd, column {}: {e}", COLUMN_NAMES[i]))?;
+            let n = d
+                .decompress_to_buffer(src, c)
+                .map_err(|e| format!("zstd, column {}: {e}", COLUMN_NAMES[i]))?;
             if n != raw {
                 return Err(format!("column {} decompressed to {n} bytes, not {raw}", COLUMN_NAMES[i]));
             }
@@ -171,12 +186,22 @@ impl Default for Reader {
 
 impl Reader {
     /// The records of the columnar frame `h` with body `body`, into `out`.
-    pub fn rows(&mut self, body: &[u8], d: &mut zstd::bulk::Decompressor<'static>, h: &crate::format::FrameHeader, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn rows(
+        &mut self,
+        body: &[u8],
+        d: &mut zstd::bulk::Decompressor<'static>,
+        h: &crate::format::FrameHeader,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
         unpack(body, d, &mut self.cols)?;
         self.dec.decode(&self.cols, h.n_records, h.first_ticks, h.stream, &mut self.buf)?;
         let recs = self.buf.records();
         if recs.len() != h.raw_len as usize || self.buf.last_ticks != h.last_ticks {
-            return Err(format!("columns rebuild {} bytes of records, header says {}", recs.len(), h.raw_len));
+            return Err(format!(
+                "columns rebuild {} bytes of records, header says {}",
+                recs.len(),
+                h.raw_len
+            ));
         }
         out.clear();
         out.extend_from_slice(recs);

@@ -27,18 +27,28 @@ fn roundtrip(b: &Buf, tuning: Tuning) -> Result<(), TestCaseError> {
     let mut out = Buf::new_boxed(0);
     d.decode(&cols, n, b.first_ticks, b.stream, &mut out).unwrap();
     prop_assert_eq!(out.records(), b.records());
-    prop_assert_eq!((out.n, out.first_ticks, out.last_ticks, out.stream), (b.n, b.first_ticks, b.last_ticks, b.stream));
+    prop_assert_eq!(
+        (out.n, out.first_ticks, out.last_ticks, out.stream),
+        (b.n, b.first_ticks, b.last_ticks, b.stream)
+    );
     Ok(())
 }
 
 fn tunings() -> impl Strategy<Value = Tuning> {
-    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(dod, free_index, class_alloc)| Tuning { dod, free_index, class_alloc })
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(dod, free_index, class_alloc)| Tuning {
+        dod,
+        free_index,
+        class_alloc,
+    })
 }
 
 /// A heap that behaves like an allocator's: freed blocks are handed out again, LIFO per
 /// size, some pointers odd (a program freeing a bogus pointer), some allocations failing.
 fn heap_ops() -> impl Strategy<Value = Vec<(u8, u64, u64, bool)>> {
-    prop::collection::vec((0u8..8, prop_oneof![8u64..600, 1u64..1 << 20, any::<u64>()], 0u64..1000, prop::bool::weighted(0.05)), 1..2000)
+    prop::collection::vec(
+        (0u8..8, prop_oneof![8u64..600, 1u64..1 << 20, any::<u64>()], 0u64..1000, prop::bool::weighted(0.05)),
+        1..2000,
+    )
 }
 
 proptest! {

@@ -11,7 +11,9 @@ fn ends(b: &[u8; 64]) -> u64 {
     {
         use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_movemask_epi8};
         // SAFETY: SSE2 is part of x86_64; each load reads 16 of the 64 bytes of `b`.
-        let m = |i: usize| unsafe { _mm_movemask_epi8(_mm_loadu_si128(b.as_ptr().add(16 * i) as *const __m128i)) as u16 as u64 };
+        let m = |i: usize| unsafe {
+            _mm_movemask_epi8(_mm_loadu_si128(b.as_ptr().add(16 * i) as *const __m128i)) as u16 as u64
+        };
         !(m(0) | m(1) << 16 | m(2) << 32 | m(3) << 48)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -57,7 +59,8 @@ pub(super) fn get_many<const PEXT: bool>(col: &[u8], pos: &mut usize, out: &mut 
             let last = e.trailing_zeros() as usize;
             let len = last + 1 - start;
             if len <= 8 {
-                out[i] = value::<PEXT>(u64::from_le_bytes(b[start..start + 8].try_into().expect("8 bytes")), len);
+                out[i] =
+                    value::<PEXT>(u64::from_le_bytes(b[start..start + 8].try_into().expect("8 bytes")), len);
             } else {
                 // 9 or 10 bytes (values of 2^56 and more), or over-long.
                 let mut q = p + start;
@@ -98,7 +101,11 @@ mod tests {
             .map(|&x| {
                 let mut out = vec![0; n];
                 let mut p = pos;
-                let ok = if x { get_many::<true>(col, &mut p, &mut out) } else { get_many::<false>(col, &mut p, &mut out) };
+                let ok = if x {
+                    get_many::<true>(col, &mut p, &mut out)
+                } else {
+                    get_many::<false>(col, &mut p, &mut out)
+                };
                 ok.then_some((out, p))
             })
             .collect()

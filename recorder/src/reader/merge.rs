@@ -63,10 +63,7 @@ impl<'a> Events<'a> {
         for (i, f) in r.frames.iter().enumerate() {
             waiting.entry(f.h.stream).or_default().push(i);
         }
-        let pending = waiting
-            .iter()
-            .map(|(s, v)| Reverse((r.frames[v[0]].h.first_ticks, *s)))
-            .collect();
+        let pending = waiting.iter().map(|(s, v)| Reverse((r.frames[v[0]].h.first_ticks, *s))).collect();
         Events {
             src: Src::new(r, Order::of(r)),
             pending,
@@ -314,4 +311,3 @@ impl Iterator for Events<'_> {
         Some(e)
     }
 }
-

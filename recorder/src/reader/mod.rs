@@ -39,10 +39,7 @@ pub enum ReadIssue {
     Truncated { offset: u64 },
     /// Bytes at `offset` are not a valid frame header; reading resumed at `resumed_at`
     /// (None: no later frame was found).
-    CorruptHeader {
-        offset: u64,
-        resumed_at: Option<u64>,
-    },
+    CorruptHeader { offset: u64, resumed_at: Option<u64> },
     /// The frame at `offset` has a valid header but its body does not decode.
     CorruptFrame { offset: u64, reason: String },
 }
@@ -51,28 +48,13 @@ impl std::fmt::Display for ReadIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadIssue::Truncated { offset } => {
-                write!(
-                    f,
-                    "log is cut off inside the frame at byte {offset}; read up to there"
-                )
+                write!(f, "log is cut off inside the frame at byte {offset}; read up to there")
             }
-            ReadIssue::CorruptHeader {
-                offset,
-                resumed_at: Some(r),
-            } => {
-                write!(
-                    f,
-                    "corrupt frame header at byte {offset}; resumed at byte {r}"
-                )
+            ReadIssue::CorruptHeader { offset, resumed_at: Some(r) } => {
+                write!(f, "corrupt frame header at byte {offset}; resumed at byte {r}")
             }
-            ReadIssue::CorruptHeader {
-                offset,
-                resumed_at: None,
-            } => {
-                write!(
-                    f,
-                    "corrupt frame header at byte {offset}; no later frame found"
-                )
+            ReadIssue::CorruptHeader { offset, resumed_at: None } => {
+                write!(f, "corrupt frame header at byte {offset}; no later frame found")
             }
             ReadIssue::CorruptFrame { offset, reason } => {
                 write!(f, "corrupt frame at byte {offset} ({reason}); skipped it")
@@ -147,12 +129,8 @@ impl LogReader {
         }
         let mut hb = vec![0u8; hlen as usize];
         file.read_exact_at(&mut hb, format::PREAMBLE_LEN as u64)?;
-        let header: Header = serde_json::from_slice(&hb).map_err(|e| {
-            err(
-                io::ErrorKind::InvalidData,
-                format!("{path}: log header is not valid: {e}"),
-            )
-        })?;
+        let header: Header = serde_json::from_slice(&hb)
+            .map_err(|e| err(io::ErrorKind::InvalidData, format!("{path}: log header is not valid: {e}")))?;
         let mut r = LogReader {
             map: Mapped::of(&file, file_len),
             file,
@@ -190,10 +168,7 @@ impl LogReader {
                 }
                 None => {
                     let resumed = self.resync(off + 1)?;
-                    self.issues.push(ReadIssue::CorruptHeader {
-                        offset: off,
-                        resumed_at: resumed,
-                    });
+                    self.issues.push(ReadIssue::CorruptHeader { offset: off, resumed_at: resumed });
                     match resumed {
                         Some(r) => off = r,
                         None => return Ok(()),
@@ -263,10 +238,7 @@ impl LogReader {
 
     /// Compressed bytes of all indexed frames.
     pub fn compressed_bytes(&self) -> u64 {
-        self.frames
-            .iter()
-            .map(|f| f.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64)
-            .sum()
+        self.frames.iter().map(|f| f.h.comp_len as u64 + format::FRAME_HEADER_LEN as u64).sum()
     }
 
     /// Every record of every stream, merged in time order.
@@ -298,10 +270,12 @@ impl LogReader {
     /// it could not be read: zstd alone, a columnar frame's columns unpacked and not put
     /// back together into records (the `zstdspeed` example times it).
     pub fn for_each_decompressed(&self, mut f: impl FnMut(&FrameInfo, Result<usize, String>)) {
-        let (mut comp, mut dctx, mut out, mut cols) = (Vec::new(), None, Vec::new(), crate::columns::Columns::default());
+        let (mut comp, mut dctx, mut out, mut cols) =
+            (Vec::new(), None, Vec::new(), crate::columns::Columns::default());
         for fi in &self.frames {
             let read = if fi.h.columnar {
-                self.read_columns(fi, &mut comp, &mut dctx, &mut cols).map(|()| cols.0.iter().map(Vec::len).sum())
+                self.read_columns(fi, &mut comp, &mut dctx, &mut cols)
+                    .map(|()| cols.0.iter().map(Vec::len).sum())
             } else {
                 self.read_frame(fi, &mut comp, &mut dctx, &mut None, &mut out).map(|()| out.len())
             };
@@ -374,14 +348,9 @@ impl LogReader {
         // frame claiming more is rejected by zstd, one producing less by the check below.
         out.clear();
         out.reserve(fi.h.raw_len as usize);
-        let n = d
-            .decompress_to_buffer(body, out)
-            .map_err(|e| format!("zstd: {e}"))?;
+        let n = d.decompress_to_buffer(body, out).map_err(|e| format!("zstd: {e}"))?;
         if n != fi.h.raw_len as usize {
-            return Err(format!(
-                "decompressed to {n} bytes, header says {}",
-                fi.h.raw_len
-            ));
+            return Err(format!("decompressed to {n} bytes, header says {}", fi.h.raw_len));
         }
         Ok(())
     }

@@ -204,7 +204,10 @@ impl<'a> Worker<'a> {
                     start = Some(d.events + i);
                 }
             }
-            let (mut b, mut k) = d.spare.pop().unwrap_or_else(|| (Box::new([Event::default(); BATCH]), Box::new([EMPTY; BATCH])));
+            let (mut b, mut k) = d
+                .spare
+                .pop()
+                .unwrap_or_else(|| (Box::new([Event::default(); BATCH]), Box::new([EMPTY; BATCH])));
             std::mem::swap(&mut c.batch, &mut b);
             std::mem::swap(&mut c.keys, &mut k);
             d.chunks.push((b, k));

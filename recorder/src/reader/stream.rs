@@ -3,7 +3,6 @@
 use super::mapped::POPULATE_AHEAD;
 use super::*;
 
-
 /// Records a cursor decodes at a time: small enough that the batches of many streams stay
 /// in cache, large enough that decoding runs as a tight loop.
 pub(super) const BATCH: usize = 128;
@@ -95,11 +94,7 @@ impl Order {
 
     pub(super) fn new(base: u64, streams: usize) -> Order {
         let slot_bits = (usize::BITS - streams.max(1).leading_zeros()).max(1);
-        Order {
-            base,
-            slot_bits,
-            max_rel: (1u64 << (63 - slot_bits)) - 2,
-        }
+        Order { base, slot_bits, max_rel: (1u64 << (63 - slot_bits)) - 2 }
     }
 
     #[inline(always)]
@@ -200,7 +195,13 @@ impl Src<'_> {
 
     /// The event of `rec`, its `ts_ns` still in ticks (see `refill_with`).
     #[inline(always)]
-    pub(super) fn raw_event(&self, rec: &crate::buffer::RawRecord, tid: u32, stream: u32, value: u64) -> Event {
+    pub(super) fn raw_event(
+        &self,
+        rec: &crate::buffer::RawRecord,
+        tid: u32,
+        stream: u32,
+        value: u64,
+    ) -> Event {
         // No op has both a count and an alignment, and records have neither.
         let arg = rec.args.count | rec.args.align | value;
         let backend = match rec.backend_ticks {
@@ -280,11 +281,8 @@ impl Src<'_> {
                     p.give_back(d);
                 }
             }
-            let len = if c.columnar {
-                self.fill_columnar::<PEXT>(c, cut)
-            } else {
-                self.fill_rows::<PEXT>(c, cut)
-            };
+            let len =
+                if c.columnar { self.fill_columnar::<PEXT>(c, cut) } else { self.fill_rows::<PEXT>(c, cut) };
             let (batch, keys) = (&mut *c.batch, &mut *c.keys);
             // Keys and nanoseconds in a pass of their own, with few values live: in the
             // decoding loop they kept the order's and the clock's constants on the stack.
@@ -331,10 +329,7 @@ impl Src<'_> {
                 r.read_frame(&info, &mut self.comp, &mut self.dctx, &mut self.cols, &mut c.data)
             };
             if let Err(reason) = read {
-                self.issues.push(ReadIssue::CorruptFrame {
-                    offset: info.offset,
-                    reason,
-                });
+                self.issues.push(ReadIssue::CorruptFrame { offset: info.offset, reason });
                 c.data.clear();
                 c.columnar = false;
             }
@@ -424,7 +419,13 @@ impl Src<'_> {
     /// The event of a record of any kind: None for a call stamped after the cut; a
     /// thread_start sets the stream's tid, an end's cut is converted to ns.
     #[inline(always)]
-    fn general(&mut self, rec: &crate::buffer::RawRecord, tid: &mut u32, stream: u32, cut: u64) -> Option<Event> {
+    fn general(
+        &mut self,
+        rec: &crate::buffer::RawRecord,
+        tid: &mut u32,
+        stream: u32,
+        cut: u64,
+    ) -> Option<Event> {
         if rec.op.is_alloc_family() && rec.ticks > cut {
             self.after_cut += 1;
             return None;
@@ -505,4 +506,3 @@ pub(super) fn next_batch(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec
         EMPTY
     }
 }
-

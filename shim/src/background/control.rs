@@ -90,7 +90,13 @@ fn peer_allowed(s: &UnixStream) -> bool {
     let mut cred = libc::ucred { pid: 0, uid: u32::MAX, gid: 0 };
     let mut len = core::mem::size_of::<libc::ucred>() as libc::socklen_t;
     let rc = unsafe {
-        libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len)
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
     };
     rc == 0 && (cred.uid == unsafe { libc::geteuid() } || cred.uid == 0)
 }

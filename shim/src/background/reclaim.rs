@@ -15,8 +15,8 @@
 //! SHIM_TRACE=0: no recorder thread).
 //! Nothing it meets stops the program: every failure is a file left or removed, said.
 use crate::shared::{self, say, G};
-use crate::thread::QUIESCE;
 use crate::thread::tls;
+use crate::thread::QUIESCE;
 use core::sync::atomic::{AtomicU64, Ordering::*};
 use recorder::reclaim::{self, Outcome};
 

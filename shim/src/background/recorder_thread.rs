@@ -11,13 +11,14 @@ use super::packing::Packing;
 use super::window::{self, Action, Schedule};
 use super::{reclaim, watch};
 use crate::shared::{self, say, G};
-use crate::thread::{halt_all, QUIESCE, REGISTRY};
 use crate::state;
 use crate::thread::tls;
+use crate::thread::{halt_all, QUIESCE, REGISTRY};
 use core::sync::atomic::Ordering::*;
 use recorder::format::TICK_SHIFT;
 use recorder::window_event::{
-    DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND, START_SIGNAL,
+    DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND,
+    START_SIGNAL,
 };
 use recorder::{clock, Op};
 
@@ -87,7 +88,11 @@ impl Windowed {
     fn next_due(&self, mono: u64) -> u64 {
         let next = if self.open.is_some() { self.sched.ends_at() } else { self.sched.next_start() };
         let due = next.map_or(u64::MAX, |t| t.saturating_sub(mono));
-        if self.control.is_some() { due.min(20_000_000) } else { due }
+        if self.control.is_some() {
+            due.min(20_000_000)
+        } else {
+            due
+        }
     }
 
     /// Every log of the process together, in bytes.
@@ -137,7 +142,8 @@ fn target<'a>(main: &'a mut LogFile, win: &'a mut Option<Windowed>) -> Option<&'
 
 fn run() {
     let g = G.get();
-    let Some(mut main) = LogFile::new(g.fd, g.log_path.clone(), g.header_reserved, g.windows.map(|_| 0), g.zstd_level)
+    let Some(mut main) =
+        LogFile::new(g.fd, g.log_path.clone(), g.header_reserved, g.windows.map(|_| 0), g.zstd_level)
     else {
         halt_all();
         return;
@@ -208,7 +214,8 @@ fn run() {
                 calibrated(&mut main, &mut win, tps);
             }
         }
-        let (ticks_100ms, ticks_1s) = if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
+        let (ticks_100ms, ticks_1s) =
+            if tps > 0.0 { ((tps / 10.0) as u64, tps as u64) } else { (u64::MAX, u64::MAX) };
         let stall = if tps > 0.0 { (g.stall_ns as f64 * tps / 1e9) as u64 } else { u64::MAX };
         let slack = if tps > 0.0 { (pace::TICK_NS as f64 * tps / 1e9) as u64 } else { 0 };
         let seen = watch::housekeeping(now, stall, slack, win.as_mut().map(|w| &mut w.notes));
@@ -383,8 +390,12 @@ fn take_idle_buffers(now: u64, age: u64) {
             return;
         }
         let b = unsafe { &*st.buf };
-        let (n, first) = unsafe { (core::ptr::read_volatile(&b.n), core::ptr::read_volatile(&b.first_ticks)) };
-        if n > st.meta && (now >> TICK_SHIFT).wrapping_sub(first) > age >> TICK_SHIFT && !st.closed.load(Acquire) && st.in_call.load(Relaxed) == 0
+        let (n, first) =
+            unsafe { (core::ptr::read_volatile(&b.n), core::ptr::read_volatile(&b.first_ticks)) };
+        if n > st.meta
+            && (now >> TICK_SHIFT).wrapping_sub(first) > age >> TICK_SHIFT
+            && !st.closed.load(Acquire)
+            && st.in_call.load(Relaxed) == 0
             && st.halt.compare_exchange(RUN, TAKE, SeqCst, Relaxed).is_ok()
         {
             marked += 1;
@@ -418,7 +429,9 @@ fn serve(w: &mut Windowed, main: &mut LogFile, mono: u64, r: Request) -> String 
             Some(Action::Start { number, why }) => {
                 w.open = window::open(number, why, main);
                 match &w.open {
-                    Some(o) if len == u64::MAX => format!("recording window {} until stopped: {}", o.number, o.file.path),
+                    Some(o) if len == u64::MAX => {
+                        format!("recording window {} until stopped: {}", o.number, o.file.path)
+                    }
                     Some(o) => format!("recording window {} for {}: {}", o.number, secs(len), o.file.path),
                     None => "error: the window's log could not be created".into(),
                 }
@@ -436,7 +449,9 @@ fn serve(w: &mut Windowed, main: &mut LogFile, mono: u64, r: Request) -> String 
         Request::Status => {
             let state = match &w.open {
                 Some(o) => match w.sched.ends_at() {
-                    Some(e) => format!("recording window {} ({} left)", o.number, secs(e.saturating_sub(mono))),
+                    Some(e) => {
+                        format!("recording window {} ({} left)", o.number, secs(e.saturating_sub(mono)))
+                    }
                     None => format!("recording window {} (until stopped)", o.number),
                 },
                 None if w.limit_hit => "watching (log limit reached)".into(),
@@ -445,7 +460,12 @@ fn serve(w: &mut Windowed, main: &mut LogFile, mono: u64, r: Request) -> String 
                     None => "watching".into(),
                 },
             };
-            format!("{state}; {} windows so far; logs {} bytes; watch log {}", w.sched.number, w.total(main), main.path)
+            format!(
+                "{state}; {} windows so far; logs {} bytes; watch log {}",
+                w.sched.number,
+                w.total(main),
+                main.path
+            )
         }
     }
 }

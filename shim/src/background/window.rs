@@ -1,8 +1,8 @@
 //! The capture schedule: when the next window starts and when the current one ends
 //! (SHIM_WINDOW, SHIM_START, SHIM_EVERY), as the recorder thread asks it on each tick. Pure
 //! arithmetic on CLOCK_MONOTONIC nanoseconds: the recorder makes the transitions.
-use crate::config::Windows;
 use super::logfile::LogFile;
+use crate::config::Windows;
 use crate::shared::G;
 use crate::{state, thread};
 use recorder::window_event::*;
@@ -12,9 +12,14 @@ use recorder::{clock, Op};
 pub enum Action {
     None,
     /// Open window `number` (the `Op::Window` start code says why).
-    Start { number: u32, why: u64 },
+    Start {
+        number: u32,
+        why: u64,
+    },
     /// Close the current window (the `Op::Window` end code says why).
-    End { why: u64 },
+    End {
+        why: u64,
+    },
 }
 
 pub struct Schedule {
@@ -207,8 +212,10 @@ mod tests {
     fn window_every() {
         let cfg = Windows { length: S, start: 0, every: 2 * S };
         let got = run(cfg, 5 * S);
-        let starts: Vec<u64> = got.iter().filter(|(_, a)| matches!(a, Action::Start { .. })).map(|(t, _)| *t).collect();
-        let ends: Vec<u64> = got.iter().filter(|(_, a)| matches!(a, Action::End { .. })).map(|(t, _)| *t).collect();
+        let starts: Vec<u64> =
+            got.iter().filter(|(_, a)| matches!(a, Action::Start { .. })).map(|(t, _)| *t).collect();
+        let ends: Vec<u64> =
+            got.iter().filter(|(_, a)| matches!(a, Action::End { .. })).map(|(t, _)| *t).collect();
         assert_eq!(starts, vec![0, 2 * S, 4 * S]);
         assert_eq!(ends, vec![S, 3 * S, 5 * S]);
     }
@@ -217,7 +224,13 @@ mod tests {
     fn start_delay_one_window() {
         let cfg = Windows { length: S, start: 3 * S, every: 0 };
         let got = run(cfg, 10 * S);
-        assert_eq!(got, vec![(3 * S, Action::Start { number: 1, why: START_SCHEDULE }), (4 * S, Action::End { why: END_LENGTH })]);
+        assert_eq!(
+            got,
+            vec![
+                (3 * S, Action::Start { number: 1, why: START_SCHEDULE }),
+                (4 * S, Action::End { why: END_LENGTH })
+            ]
+        );
     }
 
     #[test]
@@ -231,7 +244,10 @@ mod tests {
     fn demand_numbers_follow() {
         let cfg = Windows { length: S, start: 100 * S, every: 0 };
         let mut s = Schedule::new(cfg, 0);
-        assert_eq!(s.demand(5, false, 2 * S, START_DEMAND), Some(Action::Start { number: 1, why: START_DEMAND }));
+        assert_eq!(
+            s.demand(5, false, 2 * S, START_DEMAND),
+            Some(Action::Start { number: 1, why: START_DEMAND })
+        );
         assert_eq!(s.demand(6, true, 2 * S, START_DEMAND), None);
         assert_eq!(s.poll(2 * S + 5, true), Action::End { why: END_LENGTH });
         assert_eq!(s.poll(100 * S, false), Action::Start { number: 2, why: START_SCHEDULE });

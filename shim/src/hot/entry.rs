@@ -46,7 +46,11 @@ pub fn marked_slow(st: &ThreadState) -> bool {
 /// The thread's state when it records, or None to take the slow path.
 #[inline(always)]
 pub fn recording(t: &mut Tls) -> Option<&'static mut ThreadState> {
-    if t.busy == 0 && (t.state as usize) > 1 { Some(unsafe { &mut *t.state }) } else { None }
+    if t.busy == 0 && (t.state as usize) > 1 {
+        Some(unsafe { &mut *t.state })
+    } else {
+        None
+    }
 }
 
 /// Not recording on this thread right now: nested inside the shim, not yet initialised or

@@ -41,8 +41,17 @@ pub struct Scan {
 /// Runtime libraries that are not a program's allocator (libc's malloc is what LD_PRELOAD
 /// replaces; libstdc++'s operator new calls malloc).
 const SYSTEM: &[&str] = &[
-    "linux-vdso", "ld-linux", "/libc.so", "/libm.so", "/libpthread.so", "/libdl.so", "/librt.so",
-    "/libgcc_s.so", "/libstdc++.so", "/libutil.so", "/libresolv.so",
+    "linux-vdso",
+    "ld-linux",
+    "/libc.so",
+    "/libm.so",
+    "/libpthread.so",
+    "/libdl.so",
+    "/librt.so",
+    "/libgcc_s.so",
+    "/libstdc++.so",
+    "/libutil.so",
+    "/libresolv.so",
 ];
 
 /// The loaded objects: (path, load bias). The executable first.
@@ -60,7 +69,8 @@ fn loaded_objects() -> Vec<(String, usize)> {
     }
     let mut v: Vec<(String, usize)> = Vec::new();
     unsafe { libc::dl_iterate_phdr(Some(cb), &mut v as *mut _ as *mut libc::c_void) };
-    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let exe =
+        std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let own = own_path();
     let mut out = Vec::new();
     for (i, (name, bias)) in v.into_iter().enumerate() {
@@ -170,7 +180,8 @@ fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
             if !maybe_entry(name) || name.contains('@') {
                 continue;
             }
-            syms.entry(name.to_string()).or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
+            syms.entry(name.to_string())
+                .or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
         }
         let mut found = families(&syms, &path, is_exe);
         // A library's exported functions are all the program can reach of it (its .dynsym,
@@ -329,7 +340,12 @@ fn family(
 /// (a `call`/`jmp rel32` from a function whose name does not start with `own` or `_own`):
 /// those the program itself may call. The scan is of the bytes, so it can see a call where
 /// there is none (never the reverse): at worst a switch is refused that was safe.
-fn called_from_outside(file: &object::File<'_>, bias: usize, targets: &[(usize, String)], own: &str) -> Vec<String> {
+fn called_from_outside(
+    file: &object::File<'_>,
+    bias: usize,
+    targets: &[(usize, String)],
+    own: &str,
+) -> Vec<String> {
     // Every function of the file, by address, to tell whose code a call site is in.
     let mut funcs: Vec<(usize, usize, bool)> = file
         .symbols()
@@ -373,7 +389,9 @@ mod tests {
     fn every_entry_name_passes_the_filter() {
         // jemalloc's names come under any prefix (families()); the others unprefixed.
         let any = ["", "je_", "_rjem_", "mylib_"];
-        for (table, prefixes) in [(STANDARD, &any[..]), (JEMALLOC, &any[..]), (TCMALLOC, &[""]), (MIMALLOC, &[""]), (CXX, &[""])] {
+        for (table, prefixes) in
+            [(STANDARD, &any[..]), (JEMALLOC, &any[..]), (TCMALLOC, &[""]), (MIMALLOC, &[""]), (CXX, &[""])]
+        {
             for &(name, _) in table {
                 for p in prefixes {
                     let full = format!("{p}{name}");

@@ -6,7 +6,8 @@
 //! Everything is checked before anything is written ([`prepare`]); [`apply`] then writes all
 //! the hooks or none, each page back to its original protection.
 use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock,
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionBlock,
 };
 
 const JMP_LEN: usize = 5;
@@ -255,7 +256,8 @@ pub fn apply(hooks: &[Hook], tr: &mut Trampolines) -> Result<(), String> {
         // keeps running while it is written; else writable only.
         let rw = libc::PROT_READ | libc::PROT_WRITE;
         let ok = unsafe {
-            (prot & libc::PROT_EXEC != 0 && libc::mprotect(p as *mut libc::c_void, page, rw | libc::PROT_EXEC) == 0)
+            (prot & libc::PROT_EXEC != 0
+                && libc::mprotect(p as *mut libc::c_void, page, rw | libc::PROT_EXEC) == 0)
                 || libc::mprotect(p as *mut libc::c_void, page, rw) == 0
         };
         if !ok {

@@ -46,7 +46,11 @@ pub fn check() {
             continue;
         }
         let scan = detect::scan_library(&path);
-        let fam = scan.families.first().map(|f| (f.name, f.prefix.clone())).or(scan.stripped.first().map(|s| (s.1, String::new())));
+        let fam = scan
+            .families
+            .first()
+            .map(|f| (f.name, f.prefix.clone()))
+            .or(scan.stripped.first().map(|s| (s.1, String::new())));
         if let Some((name, prefix)) = fam {
             let prefix = if prefix.is_empty() { String::new() } else { format!(" ({prefix} prefix)") };
             say(&format!(

@@ -127,7 +127,11 @@ fn install_once(choice: Choice, trace: bool) -> Option<Backend> {
 }
 
 /// Patches every family; Ok(backend it was switched to, if any), or why nothing was.
-fn patch_all(families: &[detect::Family], switch_to: Option<Backend>, trace: bool) -> Result<Option<Backend>, String> {
+fn patch_all(
+    families: &[detect::Family],
+    switch_to: Option<Backend>,
+    trace: bool,
+) -> Result<Option<Backend>, String> {
     let first = &families[0];
     let what = format!("{} brings its own {}", first.file, first.name);
     let fail = |why: String| {
@@ -225,7 +229,13 @@ fn version(f: &detect::Family) -> String {
                 ) -> i32 = core::mem::transmute(ctl);
                 let mut v: *const libc::c_char = core::ptr::null();
                 let mut len = core::mem::size_of::<*const libc::c_char>();
-                let rc = ctl(c"version".as_ptr(), &mut v as *mut _ as *mut libc::c_void, &mut len, core::ptr::null_mut(), 0);
+                let rc = ctl(
+                    c"version".as_ptr(),
+                    &mut v as *mut _ as *mut libc::c_void,
+                    &mut len,
+                    core::ptr::null_mut(),
+                    0,
+                );
                 if rc != 0 || v.is_null() {
                     return String::new();
                 }
@@ -245,10 +255,17 @@ fn version(f: &detect::Family) -> String {
                 if p.is_null() {
                     return String::new();
                 }
-                let f: unsafe extern "C" fn(*mut i32, *mut i32, *mut *const libc::c_char) -> *const libc::c_char =
-                    core::mem::transmute(p);
+                let f: unsafe extern "C" fn(
+                    *mut i32,
+                    *mut i32,
+                    *mut *const libc::c_char,
+                ) -> *const libc::c_char = core::mem::transmute(p);
                 let s = f(core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut());
-                if s.is_null() { String::new() } else { core::ffi::CStr::from_ptr(s).to_string_lossy().into_owned() }
+                if s.is_null() {
+                    String::new()
+                } else {
+                    core::ffi::CStr::from_ptr(s).to_string_lossy().into_owned()
+                }
             }
             _ => String::new(),
         }

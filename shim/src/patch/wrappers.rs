@@ -77,7 +77,11 @@ fn aligned_record(align: usize, size: usize) -> (Op, Args) {
 #[inline(always)]
 fn flags_align(flags: c_int) -> usize {
     let lg = flags & 0x3f;
-    if lg == 0 { 0 } else { 1usize << lg }
+    if lg == 0 {
+        0
+    } else {
+        1usize << lg
+    }
 }
 
 const MALLOCX_ZERO: c_int = 0x40;
@@ -177,7 +181,11 @@ extern "C" fn posix_memalign3<const S: usize>(out: *mut *mut c_void, al: usize, 
     let a = Args { align: al as u64, size: n as u64, ..Args::default() };
     dispatch::alloc(Op::PosixMemalign, a, || {
         rc = orig!(PosixMemalign3, S, (*mut *mut c_void, usize, usize) -> c_int, (&mut q, al, n));
-        if rc == 0 { q } else { core::ptr::null_mut() }
+        if rc == 0 {
+            q
+        } else {
+            core::ptr::null_mut()
+        }
     });
     if rc == 0 {
         unsafe { *out = q };
@@ -260,7 +268,11 @@ extern "C" fn mallocx2<const S: usize>(n: usize, flags: c_int) -> *mut c_void {
     };
     if switched() {
         return dispatch::alloc(op, a, || unsafe {
-            if is_je() { je::mallocx(n, flags) } else { backend_aligned(al, n, zero) }
+            if is_je() {
+                je::mallocx(n, flags)
+            } else {
+                backend_aligned(al, n, zero)
+            }
         });
     }
     dispatch::alloc(op, a, || orig!(Mallocx2, S, (usize, c_int) -> *mut c_void, (n, flags)))
@@ -270,17 +282,27 @@ extern "C" fn cxx_new_nothrow2<const S: usize>(n: usize, nt: *const c_void) -> *
     if switched() {
         return dispatch::alloc(Op::Malloc, args(n), || unsafe { be::malloc(n) });
     }
-    dispatch::alloc(Op::Malloc, args(n), || orig!(CxxNewNothrow2, S, (usize, *const c_void) -> *mut c_void, (n, nt)))
+    dispatch::alloc(
+        Op::Malloc,
+        args(n),
+        || orig!(CxxNewNothrow2, S, (usize, *const c_void) -> *mut c_void, (n, nt)),
+    )
 }
 
-extern "C" fn cxx_new_aligned_nothrow3<const S: usize>(n: usize, al: usize, nt: *const c_void) -> *mut c_void {
+extern "C" fn cxx_new_aligned_nothrow3<const S: usize>(
+    n: usize,
+    al: usize,
+    nt: *const c_void,
+) -> *mut c_void {
     let (op, a) = aligned_record(al, n);
     if switched() {
         return dispatch::alloc(op, a, || unsafe { backend_aligned(al, n, false) });
     }
-    dispatch::alloc(op, a, || {
-        orig!(CxxNewAlignedNothrow3, S, (usize, usize, *const c_void) -> *mut c_void, (n, al, nt))
-    })
+    dispatch::alloc(
+        op,
+        a,
+        || orig!(CxxNewAlignedNothrow3, S, (usize, usize, *const c_void) -> *mut c_void, (n, al, nt)),
+    )
 }
 
 /// Throwing operator new, switched: the C glue (cxx.c) throws when this returns NULL.
@@ -328,27 +350,41 @@ fn resize(
 
 extern "C" fn realloc2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
-    resize(Op::Realloc, p, a, || orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
-        c::realloc(p, n)
-    })
+    resize(
+        Op::Realloc,
+        p,
+        a,
+        || orig!(Realloc2, S, (*mut c_void, usize) -> *mut c_void, (p, n)),
+        || unsafe { c::realloc(p, n) },
+    )
 }
 
 extern "C" fn reallocf2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
-    resize(Op::Realloc, p, a, || orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n)), || unsafe {
-        let q = c::realloc(p, n);
-        if q.is_null() && !p.is_null() && n != 0 {
-            be::free(p);
-        }
-        q
-    })
+    resize(
+        Op::Realloc,
+        p,
+        a,
+        || orig!(Reallocf2, S, (*mut c_void, usize) -> *mut c_void, (p, n)),
+        || unsafe {
+            let q = c::realloc(p, n);
+            if q.is_null() && !p.is_null() && n != 0 {
+                be::free(p);
+            }
+            q
+        },
+    )
 }
 
 extern "C" fn expand2<const S: usize>(p: *mut c_void, n: usize) -> *mut c_void {
     let a = Args { old: p as u64, ..args(n) };
     if switched() && !switched_old(p) {
         return dispatch::alloc(Op::Realloc, a, || unsafe {
-            if !p.is_null() && be::usable_size(p) >= n { p } else { core::ptr::null_mut() }
+            if !p.is_null() && be::usable_size(p) >= n {
+                p
+            } else {
+                core::ptr::null_mut()
+            }
         });
     }
     dispatch::alloc(Op::Realloc, a, || orig!(Expand2, S, (*mut c_void, usize) -> *mut c_void, (p, n)))
@@ -385,11 +421,21 @@ extern "C" fn xallocx4<const S: usize>(p: *mut c_void, n: usize, extra: usize, f
     let mut r = 0usize;
     dispatch::alloc(Op::Realloc, a, || {
         r = if switched() && !switched_old(p) {
-            unsafe { if is_je() { je::xallocx(p, n, extra, flags) } else { be::usable_size(p) } }
+            unsafe {
+                if is_je() {
+                    je::xallocx(p, n, extra, flags)
+                } else {
+                    be::usable_size(p)
+                }
+            }
         } else {
             orig!(Xallocx4, S, (*mut c_void, usize, usize, c_int) -> usize, (p, n, extra, flags))
         };
-        if r >= n { p } else { core::ptr::null_mut() }
+        if r >= n {
+            p
+        } else {
+            core::ptr::null_mut()
+        }
     });
     r
 }
@@ -439,15 +485,21 @@ extern "C" fn free_sized2<const S: usize>(p: *mut c_void, n: usize) {
 }
 
 extern "C" fn free_sized3<const S: usize>(p: *mut c_void, n: usize, x: usize) {
-    release(p, Op::FreeSized, freed_sized(p, n), || {
-        orig!(FreeSized3, S, (*mut c_void, usize, usize) -> (), (p, n, x))
-    })
+    release(
+        p,
+        Op::FreeSized,
+        freed_sized(p, n),
+        || orig!(FreeSized3, S, (*mut c_void, usize, usize) -> (), (p, n, x)),
+    )
 }
 
 extern "C" fn free_aligned_sized3<const S: usize>(p: *mut c_void, al: usize, n: usize) {
-    release(p, Op::FreeSized, freed_sized(p, n), || {
-        orig!(FreeAlignedSized3, S, (*mut c_void, usize, usize) -> (), (p, al, n))
-    })
+    release(
+        p,
+        Op::FreeSized,
+        freed_sized(p, n),
+        || orig!(FreeAlignedSized3, S, (*mut c_void, usize, usize) -> (), (p, al, n)),
+    )
 }
 
 // ---- queries and controls (not recorded) ----
@@ -461,7 +513,13 @@ extern "C" fn usable1<const S: usize>(p: *mut c_void) -> usize {
 
 extern "C" fn sallocx2<const S: usize>(p: *mut c_void, flags: c_int) -> usize {
     if switched() && !switched_old(p) {
-        return unsafe { if is_je() { je::sallocx(p, flags) } else { be::usable_size(p) } };
+        return unsafe {
+            if is_je() {
+                je::sallocx(p, flags)
+            } else {
+                be::usable_size(p)
+            }
+        };
     }
     orig!(Sallocx2, S, (*mut c_void, c_int) -> usize, (p, flags))
 }
@@ -507,7 +565,11 @@ extern "C" fn mallctl5<const S: usize>(
     orig!(Mallctl5, S, (*const c_char, *mut c_void, *mut usize, *mut c_void, usize) -> c_int, (name, oldp, oldlenp, newp, newlen))
 }
 
-extern "C" fn nametomib3<const S: usize>(name: *const c_char, mibp: *mut usize, miblenp: *mut usize) -> c_int {
+extern "C" fn nametomib3<const S: usize>(
+    name: *const c_char,
+    mibp: *mut usize,
+    miblenp: *mut usize,
+) -> c_int {
     if switched() {
         return unsafe {
             if is_je() {
@@ -593,7 +655,17 @@ extern "C" fn mi_process_info8<const S: usize>(
 ) {
     if switched() {
         return unsafe {
-            emu::mimalloc::process_info_c(be::selected(), elapsed, user, system, rss, peak_rss, commit, peak_commit, faults)
+            emu::mimalloc::process_info_c(
+                be::selected(),
+                elapsed,
+                user,
+                system,
+                rss,
+                peak_rss,
+                commit,
+                peak_commit,
+                faults,
+            )
         };
     }
     orig!(MiProcessInfo8, S, (*mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize, *mut usize) -> (), (elapsed, user, system, rss, peak_rss, commit, peak_commit, faults))

@@ -83,7 +83,11 @@ pub fn describe(h: &mut Header) {
 #[inline(always)]
 fn slow_ticks() -> u64 {
     let t = SLOW_TICKS.load(Relaxed);
-    if t != 0 { t } else { compute_slow_ticks() }
+    if t != 0 {
+        t
+    } else {
+        compute_slow_ticks()
+    }
 }
 
 #[cold]

@@ -22,8 +22,16 @@ struct Module {
     written: bool,
 }
 
-const EMPTY: Module =
-    Module { start: 0, end: 0, bias: 0, path: [0; PATH], path_len: 0, id: [0; BUILD_ID], id_len: 0, written: false };
+const EMPTY: Module = Module {
+    start: 0,
+    end: 0,
+    bias: 0,
+    path: [0; PATH],
+    path_len: 0,
+    id: [0; BUILD_ID],
+    id_len: 0,
+    written: false,
+};
 
 struct List {
     m: [Module; MAX],
@@ -100,7 +108,11 @@ fn le(chunk: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
-unsafe extern "C" fn add_object(info: *mut libc::dl_phdr_info, _: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+unsafe extern "C" fn add_object(
+    info: *mut libc::dl_phdr_info,
+    _: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
     let list = unsafe { &mut *(data as *mut List) };
     let info = unsafe { &*info };
     if list.n == MAX || info.dlpi_phdr.is_null() {
@@ -120,17 +132,24 @@ unsafe extern "C" fn add_object(info: *mut libc::dl_phdr_info, _: libc::size_t, 
     m.start = start;
     m.end = end;
     m.bias = bias;
-    let name = if info.dlpi_name.is_null() { &[][..] } else { unsafe { core::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes() };
+    let name = if info.dlpi_name.is_null() {
+        &[][..]
+    } else {
+        unsafe { core::ffi::CStr::from_ptr(info.dlpi_name) }.to_bytes()
+    };
     if name.is_empty() {
         // The executable (the first object) has no name here.
-        let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), m.path.as_mut_ptr() as *mut libc::c_char, PATH) };
+        let n = unsafe {
+            libc::readlink(c"/proc/self/exe".as_ptr(), m.path.as_mut_ptr() as *mut libc::c_char, PATH)
+        };
         m.path_len = if n > 0 { n as usize } else { 0 };
     } else {
         m.path_len = name.len().min(PATH);
         m.path[..m.path_len].copy_from_slice(&name[..m.path_len]);
     }
     for p in phdrs.iter().filter(|p| p.p_type == libc::PT_NOTE) {
-        let notes = unsafe { core::slice::from_raw_parts((bias + p.p_vaddr) as *const u8, p.p_memsz as usize) };
+        let notes =
+            unsafe { core::slice::from_raw_parts((bias + p.p_vaddr) as *const u8, p.p_memsz as usize) };
         if let Some(id) = build_id(notes) {
             m.id_len = id.len().min(BUILD_ID);
             m.id[..m.id_len].copy_from_slice(&id[..m.id_len]);

@@ -73,7 +73,11 @@ fn next_countdown(t: &mut StkTls, mean: u64) -> i64 {
     if t.rng == 0 {
         let seed = SEED.load(Relaxed);
         let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u64;
-        t.rng = if seed != 0 { seed ^ tid.wrapping_mul(0x9E37_79B9_7F4A_7C15) } else { recorder::clock::now() ^ tid << 32 };
+        t.rng = if seed != 0 {
+            seed ^ tid.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        } else {
+            recorder::clock::now() ^ tid << 32
+        };
         t.rng |= 1;
     }
     // xorshift64*

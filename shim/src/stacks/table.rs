@@ -23,7 +23,14 @@ pub fn init() -> bool {
     }
     let len = SLOTS * core::mem::size_of::<Slot>();
     let p = unsafe {
-        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     if p == libc::MAP_FAILED {
         return false;
@@ -90,7 +97,9 @@ pub fn reset() {
         // Fresh zero pages in place of the parent's (clearing them would copy each one).
         let len = SLOTS * core::mem::size_of::<Slot>();
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED;
-        let p = unsafe { libc::mmap(t as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        let p = unsafe {
+            libc::mmap(t as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
+        };
         if p == libc::MAP_FAILED {
             unsafe { core::ptr::write_bytes(t as *mut u8, 0, len) };
         }

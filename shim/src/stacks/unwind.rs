@@ -19,7 +19,10 @@ const URC_END_OF_STACK: c_int = 5;
 const RBP: c_int = 6;
 
 unsafe extern "C" {
-    fn _Unwind_Backtrace(cb: extern "C" fn(*mut _Unwind_Context, *mut c_void) -> c_int, arg: *mut c_void) -> c_int;
+    fn _Unwind_Backtrace(
+        cb: extern "C" fn(*mut _Unwind_Context, *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
     fn _Unwind_GetIP(ctx: *mut _Unwind_Context) -> usize;
     fn _Unwind_GetGR(ctx: *mut _Unwind_Context, reg: c_int) -> usize;
 }

@@ -53,11 +53,7 @@ impl<T: Copy> Slots<T> {
             if p != libc::MAP_FAILED {
                 // Advice only: without huge pages the table works the same, slower.
                 unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
-                return Slots {
-                    ptr: p as *mut T,
-                    len,
-                    mapped: true,
-                };
+                return Slots { ptr: p as *mut T, len, mapped: true };
             }
         }
         let layout = Self::layout(len);
@@ -66,11 +62,7 @@ impl<T: Copy> Slots<T> {
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        Slots {
-            ptr,
-            len,
-            mapped: false,
-        }
+        Slots { ptr, len, mapped: false }
     }
 
     fn layout(len: usize) -> std::alloc::Layout {
@@ -89,10 +81,7 @@ impl<T> Drop for Slots<T> {
         // SAFETY: allocated in `zeroed`, by mmap or with this layout.
         unsafe {
             if self.mapped {
-                libc::munmap(
-                    self.ptr as *mut libc::c_void,
-                    self.len * std::mem::size_of::<T>(),
-                );
+                libc::munmap(self.ptr as *mut libc::c_void, self.len * std::mem::size_of::<T>());
             } else {
                 let layout = std::alloc::Layout::array::<T>(self.len).expect("table layout");
                 std::alloc::dealloc(self.ptr as *mut u8, layout);
@@ -399,12 +388,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn blk(i: u64) -> Block {
-        Block {
-            ts_ns: i,
-            alloc_index: i,
-            size_id: i as u32,
-            thread: 0,
-        }
+        Block { ts_ns: i, alloc_index: i, size_id: i as u32, thread: 0 }
     }
 
     proptest! {

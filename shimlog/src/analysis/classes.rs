@@ -115,10 +115,7 @@ impl SizeTable {
         if self.class_of[i][0] == UNKNOWN {
             self.ask(i);
         }
-        SizeClasses {
-            class: self.class_of[i],
-            slop: self.slop_of[i],
-        }
+        SizeClasses { class: self.class_of[i], slop: self.slop_of[i] }
     }
 
     #[cold]

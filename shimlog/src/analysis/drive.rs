@@ -2,9 +2,9 @@
 //! process's analysis (and, for several logs read together, to the total's tracker), with a
 //! progress bar on stderr when it is a terminal. [`pipelined`] (the reading on a second
 //! thread) and [`Progress`] serve `shimlog export`'s own pass too.
-use super::process::Analysis;
 use super::classes::SizeTable;
 use super::inherit::{self, Inheritance};
+use super::process::Analysis;
 use super::section::{Issue, ReadReport};
 use super::tracker::{Alone, Tracker};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -36,11 +36,9 @@ impl Progress {
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {bar:30} {bytes}/{total_bytes} {msg} eta {eta}",
-            )
-            .expect("progress template")
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{spinner} {bar:30} {bytes}/{total_bytes} {msg} eta {eta}")
+                .expect("progress template")
+                .progress_chars("=> "),
         );
         Progress { bar: Some(bar) }
     }
@@ -131,7 +129,11 @@ fn thread_cpu_ns() -> u64 {
 /// How many threads decode frames for the merge, on `cpus` CPUs (SHIMLOG_DECODERS sets it,
 /// for the benchmarks' per-stage figures).
 fn pool_threads(cpus: usize) -> usize {
-    std::env::var("SHIMLOG_DECODERS").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n >= 1).unwrap_or(cpus)
+    std::env::var("SHIMLOG_DECODERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n >= 1)
+        .unwrap_or(cpus)
 }
 
 /// Runs the reading on a second thread, a chunk at a time and up to IN_FLIGHT chunks ahead
@@ -179,7 +181,13 @@ pub(crate) fn pipelined<S: Send, C: Send>(
 
 /// [`one`] on this thread alone: the analysis runs inside the reader's merge loop
 /// ([`recorder::reader::Events::drive`]), event by event.
-fn one_inline(r: &LogReader, mut ev: recorder::reader::Events<'_>, a: &mut Analysis, t: &mut SizeTable, p: &Progress) -> ReadReport {
+fn one_inline(
+    r: &LogReader,
+    mut ev: recorder::reader::Events<'_>,
+    a: &mut Analysis,
+    t: &mut SizeTable,
+    p: &Progress,
+) -> ReadReport {
     let mut n: u64 = 0;
     let mut ahead = Ahead::new(One { a: &mut *a, t });
     loop {
@@ -247,7 +255,13 @@ impl Target for Many<'_> {
             let (an, offsets, t) = (&mut *self.an, self.offsets, &*self.t);
             inherit::before_event(&mut self.forks, &mut self.pending, (i, e.ts_ns), |p, c| {
                 let parent = &an[p];
-                let inh = Inheritance::at_fork(parent.inherit.as_ref(), &parent.heap.live, t, offsets[p], offsets[c]);
+                let inh = Inheritance::at_fork(
+                    parent.inherit.as_ref(),
+                    &parent.heap.live,
+                    t,
+                    offsets[p],
+                    offsets[c],
+                );
                 an[c].inherit = Some(inh);
             });
         }
@@ -272,12 +286,7 @@ const _: () = assert!(RING.is_power_of_two() && AHEAD < RING);
 
 impl<T: Target> Ahead<T> {
     fn new(target: T) -> Self {
-        Ahead {
-            ring: [Event::default(); RING],
-            from: [T::From::default(); RING],
-            n: 0,
-            target,
-        }
+        Ahead { ring: [Event::default(); RING], from: [T::From::default(); RING], n: 0, target }
     }
 
     #[inline(always)]
@@ -474,8 +483,5 @@ pub fn many(
         a.finish();
     }
     tr.finish();
-    rs.iter()
-        .zip(&m.evs)
-        .map(|(r, e)| read_report(r, e))
-        .collect()
+    rs.iter().zip(&m.evs).map(|(r, e)| read_report(r, e)).collect()
 }

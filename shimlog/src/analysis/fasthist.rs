@@ -12,9 +12,7 @@ pub struct FastHist<const DIGITS: u8> {
 
 impl<const DIGITS: u8> Default for FastHist<DIGITS> {
     fn default() -> Self {
-        FastHist {
-            counts: vec![0u64; Self::LEN].into_boxed_slice(),
-        }
+        FastHist { counts: vec![0u64; Self::LEN].into_boxed_slice() }
     }
 }
 
@@ -117,8 +115,10 @@ mod tests {
         for q in [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
             prop_assert_eq!(g.value_at_quantile(q), h.value_at_quantile(q));
         }
-        let a: Vec<(u64, u64)> = g.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
-        let b: Vec<(u64, u64)> = h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+        let a: Vec<(u64, u64)> =
+            g.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+        let b: Vec<(u64, u64)> =
+            h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
         prop_assert_eq!(a, b);
         Ok(())
     }

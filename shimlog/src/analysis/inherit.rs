@@ -56,7 +56,9 @@ pub fn forks(rs: &[LogReader]) -> Vec<Fork> {
         let want = name(parent);
         let found = names.iter().position(|n| *n == want).or_else(|| {
             // The logs moved: the parent is the log of the child's parent pid that began before it.
-            rs.iter().position(|p| p.header.pid == r.header.ppid && p.header.start_mono_ns <= r.header.start_mono_ns)
+            rs.iter().position(|p| {
+                p.header.pid == r.header.ppid && p.header.start_mono_ns <= r.header.start_mono_ns
+            })
         });
         if let Some(p) = found.filter(|&p| p != c) {
             out.push(Fork { parent: p, child: c, at_ns: rs[p].header.ticks_to_ns(ticks), done: false });

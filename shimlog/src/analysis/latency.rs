@@ -23,9 +23,7 @@ pub struct Latency {
 impl Latency {
     pub fn new(pid: u32) -> Latency {
         Latency {
-            per_op: (0..Op::ALLOC_OPS.len())
-                .map(|_| FastHist::default())
-                .collect(),
+            per_op: (0..Op::ALLOC_OPS.len()).map(|_| FastHist::default()).collect(),
             slowest: Vec::with_capacity(SLOWEST + 1),
             floor: 0,
             pid,
@@ -67,9 +65,7 @@ impl Latency {
     }
 
     fn insert(&mut self, c: SlowCall) {
-        let at = self
-            .slowest
-            .partition_point(|x| x.backend_ns >= c.backend_ns);
+        let at = self.slowest.partition_point(|x| x.backend_ns >= c.backend_ns);
         self.slowest.insert(at, c);
         self.slowest.truncate(SLOWEST);
         if self.slowest.len() == SLOWEST {
@@ -118,11 +114,7 @@ impl Latency {
                 },
             );
         }
-        LatencyReport {
-            timed_calls: timed,
-            per_op,
-            slowest: self.slowest.clone(),
-        }
+        LatencyReport { timed_calls: timed, per_op, slowest: self.slowest.clone() }
     }
 }
 

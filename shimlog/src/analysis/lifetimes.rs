@@ -123,8 +123,7 @@ impl Lifetimes {
         let spread = |h: &Histogram<u64>, n: usize, index: &dyn Fn(u64) -> usize| -> Vec<u64> {
             let mut c = vec![0u64; n];
             for v in h.iter_recorded() {
-                c[index(h.lowest_equivalent(v.value_iterated_to()))] +=
-                    v.count_since_last_iteration();
+                c[index(h.lowest_equivalent(v.value_iterated_to()))] += v.count_since_last_iteration();
             }
             c
         };
@@ -142,11 +141,7 @@ impl Lifetimes {
             .filter(|&k| bt[k] > 0)
             .map(|k| {
                 let (from, to) = between_range(k);
-                BetweenBucket {
-                    from,
-                    to,
-                    blocks: bt[k],
-                }
+                BetweenBucket { from, to, blocks: bt[k] }
             })
             .collect();
         // A quantile of allocations-in-between: the top of the bucket that holds it (exact
@@ -171,19 +166,10 @@ impl Lifetimes {
             .iter()
             .map(|(&id, &blocks)| {
                 let size = t.size(id);
-                NeverFreedSize {
-                    size,
-                    blocks,
-                    bytes: size.saturating_mul(blocks),
-                }
+                NeverFreedSize { size, blocks, bytes: size.saturating_mul(blocks) }
             })
             .collect();
-        by_size.sort_by(|a, b| {
-            b.bytes
-                .cmp(&a.bytes)
-                .then(b.blocks.cmp(&a.blocks))
-                .then(a.size.cmp(&b.size))
-        });
+        by_size.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.blocks.cmp(&a.blocks)).then(a.size.cmp(&b.size)));
         by_size.truncate(TOP);
         LifetimesReport {
             freed_blocks: self.freed,
@@ -197,11 +183,7 @@ impl Lifetimes {
             p90_ns: q(&ns, 0.9),
             p99_ns: q(&ns, 0.99),
             max_ns: ns.max(),
-            mean_ns: if ns.is_empty() {
-                0.0
-            } else {
-                ns.mean()
-            },
+            mean_ns: if ns.is_empty() { 0.0 } else { ns.mean() },
             buckets: lt_buckets,
             allocs_between: BetweenReport {
                 p50: bq(0.5),
@@ -230,9 +212,7 @@ impl NeverFreed {
         for (i, st) in s.stats.iter().enumerate() {
             if st.live > 0 {
                 n.blocks += st.live;
-                n.bytes = n
-                    .bytes
-                    .saturating_add(st.live.saturating_mul(t.size(i as u32)));
+                n.bytes = n.bytes.saturating_add(st.live.saturating_mul(t.size(i as u32)));
                 n.by_size.insert(i as u32, st.live);
             }
         }

@@ -36,10 +36,7 @@ pub struct Memory {
 
 impl Memory {
     pub fn new() -> Memory {
-        Memory {
-            next_grid: GRID_NS,
-            ..Default::default()
-        }
+        Memory { next_grid: GRID_NS, ..Default::default() }
     }
 
     /// Live bytes grew to `live`.
@@ -116,11 +113,7 @@ impl Memory {
         }
         // The RSS sample nearest in time to the peak.
         let near = match (self.before_peak, self.after_peak) {
-            (Some(b), Some(a)) => Some(if self.peak_ts - b.0 <= a.0 - self.peak_ts {
-                b
-            } else {
-                a
-            }),
+            (Some(b), Some(a)) => Some(if self.peak_ts - b.0 <= a.0 - self.peak_ts { b } else { a }),
             (b, a) => b.or(a),
         };
         let rss_at_peak = near.map(|(ts, rss)| RssAt {

@@ -67,11 +67,14 @@ pub(crate) fn analyse(logs: &[String], burst: u64, two: bool, so: &SiteOptions) 
 
 /// [`analyse`], and with `sliced` each log's run cut into time slices too (in the same
 /// pass: each analysis' `slices`, for `shimlog compare`).
-pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOptions, sliced: bool) -> Result<Analysed, String> {
-    let readers: Vec<LogReader> = logs
-        .iter()
-        .map(|p| crate::open::open(p))
-        .collect::<Result<_, _>>()?;
+pub(crate) fn analyse_with(
+    logs: &[String],
+    burst: u64,
+    two: bool,
+    so: &SiteOptions,
+    sliced: bool,
+) -> Result<Analysed, String> {
+    let readers: Vec<LogReader> = logs.iter().map(|p| crate::open::open(p)).collect::<Result<_, _>>()?;
     let mut table = SizeTable::default();
     let progress = Progress::new(readers.iter().map(|r| r.compressed_bytes()).sum());
     let mut an: Vec<Analysis> = readers
@@ -94,39 +97,15 @@ pub(crate) fn analyse_with(logs: &[String], burst: u64, two: bool, so: &SiteOpti
         progress.done();
         section::of_process(&logs[0], &readers[0], &mut an[0], read, &mut table, so)
     } else {
-        let base = readers
-            .iter()
-            .map(|r| r.header.start_mono_ns)
-            .min()
-            .unwrap_or(0);
-        offsets = readers
-            .iter()
-            .map(|r| r.header.start_mono_ns - base)
-            .collect();
+        let base = readers.iter().map(|r| r.header.start_mono_ns).min().unwrap_or(0);
+        offsets = readers.iter().map(|r| r.header.start_mono_ns - base).collect();
         let mut tracker = Tracker::new(readers.len());
-        let reads = drive::many(
-            &readers,
-            &offsets,
-            &mut an,
-            &mut table,
-            &mut tracker,
-            &progress,
-            two,
-        );
+        let reads = drive::many(&readers, &offsets, &mut an, &mut table, &mut tracker, &progress, two);
         progress.done();
         for (i, read) in reads.into_iter().enumerate() {
-            sections.push(section::of_process(
-                &logs[i],
-                &readers[i],
-                &mut an[i],
-                read,
-                &mut table,
-                so,
-            ));
+            sections.push(section::of_process(&logs[i], &readers[i], &mut an[i], read, &mut table, so));
         }
-        section::of_total(
-            logs, &readers, &an, &offsets, &sections, &tracker, &mut table, burst,
-        )
+        section::of_total(logs, &readers, &an, &offsets, &sections, &tracker, &mut table, burst)
     };
     Ok(Analysed { sections, total, analyses: an, offsets })
 }

@@ -8,16 +8,16 @@
 //! then make the new block. A free of a pointer that is not live is counted
 //! (`unknown_frees`); an allocation returning a live address takes the old block as freed
 //! (`address_reuse_conflicts`).
-use super::classes::SizeTable;
 use super::blocks::Block;
+use super::classes::SizeTable;
 use super::heap::Heap;
 use super::latency::Latency;
 use super::lifetimes::Lifetimes;
 use super::memory::Memory;
 use super::sizes::Sizes;
 use super::threads::Threads;
-use super::tracker::Follow;
 use super::totals::{DropRecord, Totals};
+use super::tracker::Follow;
 use super::watch::Watch;
 use recorder::{Event, Op};
 
@@ -144,32 +144,15 @@ impl Analysis {
         {
             self.sizes.freed(b.size_id, false);
             f.freed(b.size_id, t.size(b.size_id));
-            self.life.record(
-                ts.saturating_sub(b.ts_ns),
-                self.heap.allocs - b.alloc_index - 1,
-            );
+            self.life.record(ts.saturating_sub(b.ts_ns), self.heap.allocs - b.alloc_index - 1);
             self.threads.block_freed(th, b.thread);
         }
     }
 
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn make<F: Follow>(
-        &mut self,
-        ptr: u64,
-        req: u64,
-        sid: u32,
-        th: u32,
-        ts: u64,
-        t: &SizeTable,
-        f: &mut F,
-    ) {
-        let b = Block {
-            ts_ns: ts,
-            alloc_index: self.heap.allocs,
-            size_id: sid,
-            thread: th,
-        };
+    fn make<F: Follow>(&mut self, ptr: u64, req: u64, sid: u32, th: u32, ts: u64, t: &SizeTable, f: &mut F) {
+        let b = Block { ts_ns: ts, alloc_index: self.heap.allocs, size_id: sid, thread: th };
         let displaced = self.heap.alloc(ptr, req, b, t);
         let new_peak = self.heap.check_peak(ts);
         if let Some(d) = displaced {
@@ -222,8 +205,7 @@ impl Analysis {
                 });
             }
             Op::Rss => {
-                self.mem
-                    .rss(e.ts_ns, e.value(), self.heap.live_bytes, self.heap.blocks());
+                self.mem.rss(e.ts_ns, e.value(), self.heap.live_bytes, self.heap.blocks());
                 f.rss(e.ts_ns, e.value());
             }
             Op::Untraced => self.totals.untraced += e.value(),

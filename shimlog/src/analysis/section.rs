@@ -7,9 +7,9 @@ use super::inherit::InheritedReport;
 use super::latency::LatencyReport;
 use super::lifetimes::{LifetimesReport, NeverFreed};
 use super::memory::MemoryReport;
-use super::sizes::SizesReport;
 use super::process::Analysis;
 use super::sites::{self, Folded, SitesReport};
+use super::sizes::SizesReport;
 use super::slop::{self, BackendSlop};
 use super::threads::ThreadsReport;
 use super::totals::TotalsReport;
@@ -135,12 +135,7 @@ impl Issue {
             ReadIssue::CorruptHeader { offset, .. } => ("corrupt_header", *offset),
             ReadIssue::CorruptFrame { offset, .. } => ("corrupt_frame", *offset),
         };
-        Issue {
-            log,
-            kind,
-            offset,
-            message: i.to_string(),
-        }
+        Issue { log, kind, offset, message: i.to_string() }
     }
 }
 
@@ -203,10 +198,7 @@ pub(super) fn of_process(
         peak_live_bytes: a.heap.peak_bytes,
         peak_live_blocks: a.heap.peak_blocks,
         peak_live_at_ns: a.heap.peak_ts_ns,
-        live_at_end: LiveAtEnd {
-            blocks: a.heap.blocks(),
-            bytes: a.heap.live_bytes,
-        },
+        live_at_end: LiveAtEnd { blocks: a.heap.blocks(), bytes: a.heap.live_bytes },
         unknown_frees: a.heap.unknown_frees,
         inherited: a.inherited(),
         address_reuse_conflicts: a.heap.address_reuse_conflicts,
@@ -214,9 +206,7 @@ pub(super) fn of_process(
         slop: slop::report(t, &a.sizes, &a.sizes, a.heap.peak_bytes),
         lifetimes: a.life.report(a.heap.allocs, &never, t),
         threads_detail: a.threads.report(),
-        memory: a
-            .mem
-            .report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
+        memory: a.mem.report(a.totals.last_ns, a.heap.live_bytes, a.heap.blocks()),
         latency: a.lat.report(),
         watch: a.watch.report(h.window),
         sites,
@@ -261,10 +251,7 @@ pub(super) fn of_total(
     let mut backends: Vec<&str> = rs.iter().map(|r| r.header.backend.as_str()).collect();
     backends.sort();
     backends.dedup();
-    let mut read = ReadReport {
-        clean_end: sections.iter().all(|s| s.read.clean_end),
-        ..Default::default()
-    };
+    let mut read = ReadReport { clean_end: sections.iter().all(|s| s.read.clean_end), ..Default::default() };
     for (i, s) in sections.iter().enumerate() {
         read.frames += s.read.frames;
         read.columnar_frames += s.read.columnar_frames;
@@ -272,10 +259,7 @@ pub(super) fn of_total(
         read.compressed_bytes += s.read.compressed_bytes;
         read.file_bytes += s.read.file_bytes;
         for is in &s.read.issues {
-            read.issues.push(Issue {
-                log: Some(paths[i].clone()),
-                ..is.clone()
-            });
+            read.issues.push(Issue { log: Some(paths[i].clone()), ..is.clone() });
         }
     }
     Section {
@@ -288,10 +272,7 @@ pub(super) fn of_total(
         peak_live_bytes: tr.peak_bytes,
         peak_live_blocks: tr.peak_blocks,
         peak_live_at_ns: tr.peak_ts,
-        live_at_end: LiveAtEnd {
-            blocks: tr.live_blocks,
-            bytes: tr.live_bytes,
-        },
+        live_at_end: LiveAtEnd { blocks: tr.live_blocks, bytes: tr.live_bytes },
         unknown_frees: unknown,
         inherited,
         address_reuse_conflicts: conflicts,
@@ -299,9 +280,7 @@ pub(super) fn of_total(
         slop: slop::report(t, &m.sizes, &tr.sizes, tr.peak_bytes),
         lifetimes: m.life.report(allocs, &never, t),
         threads_detail: m.threads.report(),
-        memory: tr
-            .mem
-            .report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
+        memory: tr.mem.report(m.totals.last_ns, tr.live_bytes, tr.live_blocks),
         latency: m.lat.report(),
         watch: None,
         sites: None,

@@ -161,37 +161,20 @@ impl Sizes {
             .map(|k| {
                 let from = if k == 0 { 0 } else { 1u64 << (k - 1) };
                 let to = if k == 64 { u64::MAX } else { (1u64 << k) - 1 };
-                SizeBucket {
-                    from,
-                    to,
-                    requests: self.count[k],
-                    bytes: self.bytes[k],
-                }
+                SizeBucket { from, to, requests: self.count[k], bytes: self.bytes[k] }
             })
             .collect();
-        let mut ids: Vec<usize> = (0..self.stats.len())
-            .filter(|&i| self.stats[i].requests > 0)
-            .collect();
+        let mut ids: Vec<usize> = (0..self.stats.len()).filter(|&i| self.stats[i].requests > 0).collect();
         let distinct = ids.len() as u64;
         ids.sort_by(|&a, &b| {
-            self.stats[b]
-                .requests
-                .cmp(&self.stats[a].requests)
-                .then(t.sizes[a].cmp(&t.sizes[b]))
+            self.stats[b].requests.cmp(&self.stats[a].requests).then(t.sizes[a].cmp(&t.sizes[b]))
         });
         let top = ids
             .iter()
             .take(TOP)
-            .map(|&i| ExactSize {
-                size: t.sizes[i],
-                requests: self.stats[i].requests,
-            })
+            .map(|&i| ExactSize { size: t.sizes[i], requests: self.stats[i].requests })
             .collect();
-        SizesReport {
-            distinct,
-            buckets,
-            top,
-        }
+        SizesReport { distinct, buckets, top }
     }
 }
 

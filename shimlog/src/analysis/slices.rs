@@ -233,7 +233,11 @@ impl Slices {
     /// The log ended at `end_ns` with `live` bytes live: the open slice closes.
     pub fn finish(&mut self, end_ns: u64, live: u64) {
         self.weigh(end_ns, live);
-        if self.last_ts > self.start || self.cur.calls + self.cur.stalls > 0 || !self.cur.stats.is_empty() || self.done.is_empty() {
+        if self.last_ts > self.start
+            || self.cur.calls + self.cur.stalls > 0
+            || !self.cur.stats.is_empty()
+            || self.done.is_empty()
+        {
             self.close(self.last_ts.max(self.start), live);
         }
     }
@@ -289,7 +293,10 @@ mod tests {
 
     #[test]
     fn sparse_histograms_merge() {
-        assert_eq!(merge_sparse(&[(1, 2), (5, 1)], &[(0, 1), (5, 3), (9, 1)]), vec![(0, 1), (1, 2), (5, 4), (9, 1)]);
+        assert_eq!(
+            merge_sparse(&[(1, 2), (5, 1)], &[(0, 1), (5, 3), (9, 1)]),
+            vec![(0, 1), (1, 2), (5, 4), (9, 1)]
+        );
         assert_eq!(merge_sparse(&[], &[(3, 1)]), vec![(3, 1)]);
     }
 

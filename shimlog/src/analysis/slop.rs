@@ -32,16 +32,11 @@ pub fn report(
         let c = t.classes(i as u32);
         for (b, rows) in rows.iter_mut().enumerate() {
             let class = t.classes[b].sizes[c.class[b] as usize];
-            let r = rows.entry(class).or_insert(ClassRow {
-                class_bytes: class,
-                ..Default::default()
-            });
+            let r = rows.entry(class).or_insert(ClassRow { class_bytes: class, ..Default::default() });
             r.allocations += m;
             r.slop_bytes = r.slop_bytes.saturating_add(m.saturating_mul(c.slop[b]));
             r.blocks_at_peak += p;
-            r.slop_at_peak_bytes = r
-                .slop_at_peak_bytes
-                .saturating_add(p.saturating_mul(c.slop[b]));
+            r.slop_at_peak_bytes = r.slop_at_peak_bytes.saturating_add(p.saturating_mul(c.slop[b]));
         }
     }
     Backend::ALL

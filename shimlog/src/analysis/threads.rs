@@ -61,11 +61,7 @@ pub struct Threads {
 
 impl Threads {
     pub fn new(pid: u32, min_run: u64) -> Threads {
-        Threads {
-            pid,
-            min_run,
-            ..Default::default()
-        }
+        Threads { pid, min_run, ..Default::default() }
     }
 
     /// The slot of the thread writing `stream` (created on first sight). The shim numbers
@@ -86,13 +82,7 @@ impl Threads {
             return s;
         }
         let s = self.list.len() as u32;
-        self.list.push(ThreadStat {
-            pid: self.pid,
-            tid,
-            first_ns: ts,
-            last_ns: ts,
-            ..Default::default()
-        });
+        self.list.push(ThreadStat { pid: self.pid, tid, first_ns: ts, last_ns: ts, ..Default::default() });
         if (stream as usize) < DIRECT {
             if self.direct.len() <= stream as usize {
                 self.direct.resize(stream as usize + 1, NONE);
@@ -174,13 +164,7 @@ impl Threads {
         }
         self.bursts += 1;
         self.burst_frees += run;
-        let b = Burst {
-            pid: self.pid,
-            tid: th.tid,
-            frees: run,
-            start_ns: th.run_start,
-            end_ns: th.run_last,
-        };
+        let b = Burst { pid: self.pid, tid: th.tid, frees: run, start_ns: th.run_start, end_ns: th.run_last };
         push_top(&mut self.top, b);
     }
 
@@ -236,9 +220,7 @@ impl Threads {
             })
             .collect();
         pairs.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then((a.alloc_tid, a.free_tid).cmp(&(b.alloc_tid, b.free_tid)))
+            b.count.cmp(&a.count).then((a.alloc_tid, a.free_tid).cmp(&(b.alloc_tid, b.free_tid)))
         });
         pairs
     }
@@ -261,11 +243,7 @@ impl Threads {
                 last_ns: t.last_ns,
             })
             .collect();
-        per_thread.sort_by(|a, b| {
-            (b.allocs + b.frees)
-                .cmp(&(a.allocs + a.frees))
-                .then(a.tid.cmp(&b.tid))
-        });
+        per_thread.sort_by(|a, b| (b.allocs + b.frees).cmp(&(a.allocs + a.frees)).then(a.tid.cmp(&b.tid)));
         let mut pairs = self.pairs();
         let pair_count = pairs.len() as u64;
         pairs.truncate(TOP_PAIRS);

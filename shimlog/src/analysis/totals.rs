@@ -85,10 +85,7 @@ impl Totals {
         self.untraced += o.untraced;
         self.dropped += o.dropped;
         self.drop_records += o.drop_records;
-        self.drops.extend(o.drops.iter().map(|d| DropRecord {
-            ts_ns: d.ts_ns + offset_ns,
-            ..d.clone()
-        }));
+        self.drops.extend(o.drops.iter().map(|d| DropRecord { ts_ns: d.ts_ns + offset_ns, ..d.clone() }));
         self.drops.sort_by_key(|d| d.ts_ns);
         self.drops.truncate(DROPS_LISTED);
     }
@@ -118,20 +115,12 @@ impl Totals {
             .list
             .iter()
             .filter(|t| t.dropped > 0)
-            .map(|t| ThreadDrops {
-                pid: t.pid,
-                tid: t.tid,
-                events: t.dropped,
-            })
+            .map(|t| ThreadDrops { pid: t.pid, tid: t.tid, events: t.dropped })
             .collect();
         TotalsReport {
             events: self.events,
             duration_ns: d,
-            events_per_sec: if d == 0 {
-                0.0
-            } else {
-                self.events as f64 * 1e9 / d as f64
-            },
+            events_per_sec: if d == 0 { 0.0 } else { self.events as f64 * 1e9 / d as f64 },
             threads: threads.list.len() as u64,
             ops,
             bytes,

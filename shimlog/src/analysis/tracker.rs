@@ -98,14 +98,12 @@ impl Follow for Tracker {
 
     #[inline(always)]
     fn tick(&mut self, ts: u64) {
-        self.mem
-            .tick(ts + self.offset, self.live_bytes, self.live_blocks);
+        self.mem.tick(ts + self.offset, self.live_bytes, self.live_blocks);
     }
 
     fn rss(&mut self, ts: u64, bytes: u64) {
         self.rss[self.cur] = bytes;
         let sum = self.rss.iter().sum();
-        self.mem
-            .rss(ts + self.offset, sum, self.live_bytes, self.live_blocks);
+        self.mem.rss(ts + self.offset, sum, self.live_bytes, self.live_blocks);
     }
 }

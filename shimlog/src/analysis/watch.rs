@@ -106,7 +106,13 @@ impl Watch {
                     });
                 } else {
                     if !self.windows.last().is_some_and(|w| w.number == e.size && w.ended.is_none()) {
-                        self.windows.push(WindowRow { number: e.size, start_ns: None, length_ns: None, started: "before the log", ended: None });
+                        self.windows.push(WindowRow {
+                            number: e.size,
+                            start_ns: None,
+                            length_ns: None,
+                            started: "before the log",
+                            ended: None,
+                        });
                     }
                     if let Some(w) = self.windows.last_mut() {
                         w.ended = Some(window_event_name(v));
@@ -116,7 +122,9 @@ impl Watch {
             }
             Op::Stall => {
                 self.stall_count += 1;
-                let call = Op::from_u8(e.size as u8).filter(|o| o.is_alloc_family()).map_or("in a window", |o| o.name());
+                let call = Op::from_u8(e.size as u8)
+                    .filter(|o| o.is_alloc_family())
+                    .map_or("in a window", |o| o.name());
                 let ns = e.backend_ns().unwrap_or(0);
                 self.stalls.push(StallRow { at_ns: e.ts_ns, tid: e.value(), call, ns });
                 if self.stalls.len() > 4 * STALLS_LISTED {
@@ -125,7 +133,12 @@ impl Watch {
             }
             Op::AllocStat => {
                 let v = e.value();
-                let r = self.stats.entry(alloc_stat_name(e.size)).or_insert(StatRow { last: v, min: v, max: v, samples: 0 });
+                let r = self.stats.entry(alloc_stat_name(e.size)).or_insert(StatRow {
+                    last: v,
+                    min: v,
+                    max: v,
+                    samples: 0,
+                });
                 r.last = v;
                 r.min = r.min.min(v);
                 r.max = r.max.max(v);

@@ -90,7 +90,12 @@ impl Spec {
         if on.is_none() {
             if let Some(b) = Backend::parse(t.as_bytes()) {
                 let b = base_of(b.name())?.expect("a backend");
-                return Ok(Spec { text: text.to_string(), written: None, base: Some(b), default_base: false });
+                return Ok(Spec {
+                    text: text.to_string(),
+                    written: None,
+                    base: Some(b),
+                    default_base: false,
+                });
             }
         }
         let mut classes = Vec::new();
@@ -116,7 +121,9 @@ impl Spec {
     pub fn label(&self) -> String {
         match (&self.written, self.base) {
             (None, Some(b)) => format!("{} {}", b.name(), b.version()),
-            (Some(_), Some(b)) if self.default_base => format!("{} (on {}'s other classes)", self.text.trim(), b.name()),
+            (Some(_), Some(b)) if self.default_base => {
+                format!("{} (on {}'s other classes)", self.text.trim(), b.name())
+            }
             (Some(_), None) if self.default_base => format!("{} (alone)", self.text.trim()),
             _ => self.text.trim().to_string(),
         }
@@ -152,7 +159,8 @@ fn written(part: &str, out: &mut Vec<u64>) -> Result<(), String> {
     let range = |rest: &str| -> Result<(u64, u64), String> {
         let rest = rest.trim();
         let rest = rest.strip_prefix("from ").ok_or_else(|| format!("`{part}`: `from LO to HI` expected"))?;
-        let (lo, hi) = rest.split_once(" to ").ok_or_else(|| format!("`{part}`: `from LO to HI` expected"))?;
+        let (lo, hi) =
+            rest.split_once(" to ").ok_or_else(|| format!("`{part}`: `from LO to HI` expected"))?;
         let (lo, hi) = (size(lo)?, size(hi)?);
         if lo > hi {
             return Err(format!("`{part}`: {lo} B is above {hi} B"));
@@ -160,7 +168,8 @@ fn written(part: &str, out: &mut Vec<u64>) -> Result<(), String> {
         Ok((lo, hi))
     };
     if let Some(rest) = lower.strip_prefix("every ") {
-        let at = rest.find(" from ").ok_or_else(|| format!("`{part}`: `every STEP from LO to HI` expected"))?;
+        let at =
+            rest.find(" from ").ok_or_else(|| format!("`{part}`: `every STEP from LO to HI` expected"))?;
         let step = size(&rest[..at])?;
         let (lo, hi) = range(&rest[at..])?;
         if (hi - lo) / step >= MAX_CLASSES as u64 {
@@ -307,7 +316,11 @@ pub fn tabulate(specs: &[Spec], mix: &[SizeCount], peak_live: u64) -> Vec<Config
                 continue;
             };
             let slop = c.saturating_sub(s.size);
-            let row = rows.entry(c).or_insert_with(|| ClassRow { class_bytes: c, smallest_request: s.size, ..Default::default() });
+            let row = rows.entry(c).or_insert_with(|| ClassRow {
+                class_bytes: c,
+                smallest_request: s.size,
+                ..Default::default()
+            });
             row.largest_request = s.size;
             row.allocations += s.made;
             row.requested_bytes = row.requested_bytes.saturating_add(s.made.saturating_mul(s.size));
@@ -315,7 +328,8 @@ pub fn tabulate(specs: &[Spec], mix: &[SizeCount], peak_live: u64) -> Vec<Config
             row.slop_at_peak_bytes = row.slop_at_peak_bytes.saturating_add(s.at_peak.saturating_mul(slop));
             row.first_slop_bytes = row.first_slop_bytes.saturating_add(s.made.saturating_mul(first[i]));
         }
-        let mut classes: Vec<ClassRow> = rows.into_values().filter(|r| r.allocations > 0 || r.slop_at_peak_bytes > 0).collect();
+        let mut classes: Vec<ClassRow> =
+            rows.into_values().filter(|r| r.allocations > 0 || r.slop_at_peak_bytes > 0).collect();
         for c in &mut classes {
             c.change_bytes = c.slop_bytes as i64 - c.first_slop_bytes as i64;
         }
@@ -326,10 +340,16 @@ pub fn tabulate(specs: &[Spec], mix: &[SizeCount], peak_live: u64) -> Vec<Config
             most.sort_by(|a, b| b.slop_bytes.cmp(&a.slop_bytes).then(a.class_bytes.cmp(&b.class_bytes)));
         } else {
             most.retain(|c| c.change_bytes != 0);
-            most.sort_by(|a, b| b.change_bytes.unsigned_abs().cmp(&a.change_bytes.unsigned_abs()).then(a.class_bytes.cmp(&b.class_bytes)));
+            most.sort_by(|a, b| {
+                b.change_bytes
+                    .unsigned_abs()
+                    .cmp(&a.change_bytes.unsigned_abs())
+                    .then(a.class_bytes.cmp(&b.class_bytes))
+            });
         }
         most.truncate(MOST);
-        let (first_slop, first_peak) = out.first().map_or((slop, at_peak), |f| (f.slop_bytes, f.at_peak.slop_bytes));
+        let (first_slop, first_peak) =
+            out.first().map_or((slop, at_peak), |f| (f.slop_bytes, f.at_peak.slop_bytes));
         out.push(Config {
             spec: specs[k].text.clone(),
             label: specs[k].label(),
@@ -338,7 +358,11 @@ pub fn tabulate(specs: &[Spec], mix: &[SizeCount], peak_live: u64) -> Vec<Config
             requested_bytes: requested,
             slop_bytes: slop,
             slop_share: super::slop::ratio(slop, requested),
-            at_peak: AtPeak { live_bytes: peak_live, slop_bytes: at_peak, slop_share: super::slop::ratio(at_peak, peak_live) },
+            at_peak: AtPeak {
+                live_bytes: peak_live,
+                slop_bytes: at_peak,
+                slop_share: super::slop::ratio(at_peak, peak_live),
+            },
             above_classes: above,
             above_classes_bytes: above_bytes,
             slop_change_bytes: slop as i64 - first_slop as i64,
@@ -362,13 +386,26 @@ mod tests {
     fn spacing_rules_and_lists() {
         assert_eq!(classes("every 256 B from 512 B to 4 KiB"), (2..=16).map(|k| k * 256).collect::<Vec<_>>());
         assert_eq!(classes("every 256B from 512B to 1KiB"), vec![512, 768, 1024]);
-        assert_eq!(classes("4 per doubling from 128 B to 512 B"), vec![128, 160, 192, 224, 256, 320, 384, 448, 512]);
+        assert_eq!(
+            classes("4 per doubling from 128 B to 512 B"),
+            vec![128, 160, 192, 224, 256, 320, 384, 448, 512]
+        );
         assert_eq!(classes("48, 16,32 ,32"), vec![16, 32, 48]);
         assert_eq!(classes("16,32; every 64 B from 64 B to 256 B on none"), vec![16, 32, 64, 128, 192, 256]);
         assert_eq!(Spec::parse("jemalloc").unwrap().base, Some(Backend::Jemalloc));
         assert_eq!(Spec::parse("16,32 on mimalloc").unwrap().base, Some(Backend::Mimalloc));
-        for bad in ["", "jemaloc", "every 0 B from 1 B to 2 B", "every 16 B from 64 B to 32 B", "16,,32", "16,32 on foo", "every 16 B",
-            "0 per doubling from 16 B to 32 B", "16 XB", "every 1 B from 1 B to 1 GiB"] {
+        for bad in [
+            "",
+            "jemaloc",
+            "every 0 B from 1 B to 2 B",
+            "every 16 B from 64 B to 32 B",
+            "16,,32",
+            "16,32 on foo",
+            "every 16 B",
+            "0 per doubling from 16 B to 32 B",
+            "16 XB",
+            "every 1 B from 1 B to 1 GiB",
+        ] {
             let e = Spec::parse(bad).unwrap_err();
             assert!(e.contains("accepted: a backend") && !e.contains('\n'), "{bad}: {e}");
         }
@@ -378,14 +415,28 @@ mod tests {
     /// largest; alone, a request above the largest is not rounded.
     #[test]
     fn overlay_and_alone() {
-        let mut s = vec![Spec::parse("jemalloc").unwrap(), Spec::parse("every 256 B from 512 B to 4 KiB").unwrap(), Spec::parse("64,128 on none").unwrap()];
+        let mut s = vec![
+            Spec::parse("jemalloc").unwrap(),
+            Spec::parse("every 256 B from 512 B to 4 KiB").unwrap(),
+            Spec::parse("64,128 on none").unwrap(),
+        ];
         resolve(&mut s);
         let r = Rounder::new(&s[1]);
         // jemalloc: 100 -> 112, 600 -> 640, 2100 -> 2560, 5000 -> 5120.
-        assert_eq!([100, 600, 2100, 4096, 4097, 5000].map(|x| r.class(x)), [112, 768, 2304, 4096, 5120, 5120].map(Some));
+        assert_eq!(
+            [100, 600, 2100, 4096, 4097, 5000].map(|x| r.class(x)),
+            [112, 768, 2304, 4096, 5120, 5120].map(Some)
+        );
         let alone = Rounder::new(&s[2]);
-        assert_eq!([1, 64, 65, 128, 129].map(|x| alone.class(x)), [Some(64), Some(64), Some(128), Some(128), None]);
-        let mix = [SizeCount { size: 100, made: 10, at_peak: 2 }, SizeCount { size: 600, made: 5, at_peak: 5 }, SizeCount { size: 129, made: 1, at_peak: 0 }];
+        assert_eq!(
+            [1, 64, 65, 128, 129].map(|x| alone.class(x)),
+            [Some(64), Some(64), Some(128), Some(128), None]
+        );
+        let mix = [
+            SizeCount { size: 100, made: 10, at_peak: 2 },
+            SizeCount { size: 600, made: 5, at_peak: 5 },
+            SizeCount { size: 129, made: 1, at_peak: 0 },
+        ];
         let t = tabulate(&s, &mix, 10_000);
         // jemalloc: 10 * 12 + 5 * 40 + 1 * 31 (129 -> 160).
         assert_eq!(t[0].slop_bytes, 120 + 200 + 31);
@@ -393,7 +444,10 @@ mod tests {
         assert_eq!(t[1].slop_bytes, 120 + 5 * 168 + 31);
         assert_eq!(t[1].slop_change_bytes, 5 * 128);
         assert_eq!((t[1].most_changed[0].class_bytes, t[1].most_changed[0].change_bytes), (768, 640));
-        assert_eq!((t[2].slop_bytes, t[2].above_classes, t[2].above_classes_bytes), (10 * 28, 6, 5 * 600 + 129));
+        assert_eq!(
+            (t[2].slop_bytes, t[2].above_classes, t[2].above_classes_bytes),
+            (10 * 28, 6, 5 * 600 + 129)
+        );
     }
 
     /// The first size in 1..=max where the written rule and the real allocator differ.
@@ -428,7 +482,13 @@ mod tests {
             if !b.available() {
                 continue;
             }
-            assert_eq!(first_difference(rule, b, max), None, "{} against `{rule}`: (size, the rule's class, {}'s)", b.name(), b.name());
+            assert_eq!(
+                first_difference(rule, b, max),
+                None,
+                "{} against `{rule}`: (size, the rule's class, {}'s)",
+                b.name(),
+                b.name()
+            );
         }
     }
 }

@@ -157,7 +157,10 @@ pub fn rows(defs: &[Def], refused: &[Option<String>], base: &Side, cand: &Side, 
                     Some(r) => r.abs() >= floor,
                     None => c != 0.0,
                 };
-            let judged = d.judged(units(base, d.role).min(units(cand, d.role)), shortest(base, d.role).min(shortest(cand, d.role)));
+            let judged = d.judged(
+                units(base, d.role).min(units(cand, d.role)),
+                shortest(base, d.role).min(shortest(cand, d.role)),
+            );
             Row {
                 name: d.name.clone(),
                 group: d.group,

@@ -51,12 +51,17 @@ pub fn parse(args: &[String]) -> Result<Vec<Term>, String> {
 }
 
 fn term(t: &str) -> Result<Term, String> {
-    let bad = || format!("--fail-if: cannot read `{t}` (write e.g. live_peak>+10%, alloc_p99>+5ms, rss_peak>+64MiB, calls_per_s<-20%, rss_peak>2GiB)");
+    let bad = || {
+        format!("--fail-if: cannot read `{t}` (write e.g. live_peak>+10%, alloc_p99>+5ms, rss_peak>+64MiB, calls_per_s<-20%, rss_peak>2GiB)")
+    };
     let at = t.find(['>', '<']).ok_or_else(bad)?;
     let metric = t[..at].trim().to_string();
     let above = &t[at..at + 1] == ">";
     let mut rest = t[at + 1..].trim_start_matches('=').trim();
-    if metrics::fixed(&metric).is_none() && !metric.starts_with("stat_") && metrics::op_quantile(&metric).is_none() {
+    if metrics::fixed(&metric).is_none()
+        && !metric.starts_with("stat_")
+        && metrics::op_quantile(&metric).is_none()
+    {
         return Err(format!("--fail-if: unknown metric `{metric}`; accepted: {}", accepted()));
     }
     let signed = rest.starts_with(['+', '-']);
@@ -69,7 +74,11 @@ fn term(t: &str) -> Result<Term, String> {
     let suffix = rest[num_end..].trim();
     let (kind, unit, scale) = match suffix {
         "%" if signed => (Kind::Relative, None, 0.01),
-        "%" => return Err(format!("--fail-if: `{t}`: a percentage is a change from the base: give its sign (+10% or -10%)")),
+        "%" => {
+            return Err(format!(
+                "--fail-if: `{t}`: a percentage is a change from the base: give its sign (+10% or -10%)"
+            ))
+        }
         s => {
             let (unit, scale) = unit_of(s).ok_or_else(bad)?;
             (if signed { Kind::Change } else { Kind::Level }, unit, scale)
@@ -108,13 +117,9 @@ fn unit_of(s: &str) -> Option<(Option<Dim>, f64)> {
 /// metric's own unit: ns, bytes, per second...).
 pub fn check_unit(t: &Term, dim: Dim) -> Result<(), String> {
     match t.unit {
-        Some(u) if u != dim => Err(format!(
-            "--fail-if: `{}`: {} is {}, not {}",
-            t.text,
-            t.metric,
-            dim_words(dim),
-            dim_words(u)
-        )),
+        Some(u) if u != dim => {
+            Err(format!("--fail-if: `{}`: {} is {}, not {}", t.text, t.metric, dim_words(dim), dim_words(u)))
+        }
         _ => Ok(()),
     }
 }
@@ -153,10 +158,19 @@ pub fn judge(terms: &[Term], rows: &[Row]) -> Result<Vec<Outcome>, String> {
                 (past(d) && noise_clear, format!("change {d:+.6}, interval {}", show(r.interval, 1.0)))
             }
             Kind::Relative => match r.relative {
-                Some(x) => (past(x) && noise_clear, format!("change {:+.1}%, interval {}", x * 100.0, show(r.relative_interval, 100.0))),
+                Some(x) => (
+                    past(x) && noise_clear,
+                    format!("change {:+.1}%, interval {}", x * 100.0, show(r.relative_interval, 100.0)),
+                ),
                 None => {
                     let c = r.candidate.unwrap_or(0.0);
-                    let inf = if c > 0.0 { f64::INFINITY } else if c < 0.0 { f64::NEG_INFINITY } else { 0.0 };
+                    let inf = if c > 0.0 {
+                        f64::INFINITY
+                    } else if c < 0.0 {
+                        f64::NEG_INFINITY
+                    } else {
+                        0.0
+                    };
                     (past(inf) && noise_clear, format!("base 0, candidate {c:.6}"))
                 }
             },
@@ -179,7 +193,8 @@ mod tests {
 
     #[test]
     fn terms_read() {
-        let t = parse(&["live_peak>+10%, alloc_p99>+5ms".into(), "rss_peak<=-64MiB,rss_peak>2GiB".into()]).unwrap();
+        let t = parse(&["live_peak>+10%, alloc_p99>+5ms".into(), "rss_peak<=-64MiB,rss_peak>2GiB".into()])
+            .unwrap();
         assert_eq!(t.len(), 4);
         assert_eq!((t[0].kind, t[0].above, t[0].value), (Kind::Relative, true, 0.10));
         assert_eq!((t[1].kind, t[1].value), (Kind::Change, 5e6));
@@ -191,7 +206,12 @@ mod tests {
     #[test]
     fn bad_terms_say_why() {
         let e = parse(&["live_peek>+10%".into()]).unwrap_err();
-        assert!(e.contains("unknown metric `live_peek`") && e.contains("alloc_p999") && e.contains("stalls_per_hour"), "{e}");
+        assert!(
+            e.contains("unknown metric `live_peek`")
+                && e.contains("alloc_p999")
+                && e.contains("stalls_per_hour"),
+            "{e}"
+        );
         let e = parse(&["alloc_p99>+5MiB".into()]).unwrap_err();
         assert!(e.contains("a time"), "{e}");
         assert!(parse(&["live_peak>10%".into()]).unwrap_err().contains("sign"));

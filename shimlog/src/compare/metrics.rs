@@ -123,13 +123,25 @@ pub fn abs_floor(d: Dim) -> f64 {
 
 /// The fixed metrics (the allocator's statistics are added per name: `stat_NAME`).
 pub const FIXED: [(&str, Group, Dim, Role, &str); 17] = [
-    ("alloc_p50", Group::Latency, Dim::Ns, Role::Calls, "median time inside the allocator of the timed calls"),
+    (
+        "alloc_p50",
+        Group::Latency,
+        Dim::Ns,
+        Role::Calls,
+        "median time inside the allocator of the timed calls",
+    ),
     ("alloc_p90", Group::Latency, Dim::Ns, Role::Calls, "90th percentile"),
     ("alloc_p99", Group::Latency, Dim::Ns, Role::Calls, "99th percentile"),
     ("alloc_p999", Group::Latency, Dim::Ns, Role::Calls, "99.9th percentile"),
     ("alloc_max", Group::Latency, Dim::Ns, Role::Calls, "slowest timed call"),
     ("calls_per_s", Group::Rates, Dim::PerSecond, Role::Calls, "allocator calls per second of the run"),
-    ("stalls_per_hour", Group::Rates, Dim::PerHour, Role::Run, "calls over 1 ms inside the allocator, per hour"),
+    (
+        "stalls_per_hour",
+        Group::Rates,
+        Dim::PerHour,
+        Role::Run,
+        "calls over 1 ms inside the allocator, per hour",
+    ),
     ("stall_max", Group::Rates, Dim::Ns, Role::Run, "the longest stall"),
     ("rss_peak", Group::Memory, Dim::Bytes, Role::Run, "highest RSS sample"),
     ("rss_mean", Group::Memory, Dim::Bytes, Role::Run, "RSS averaged over time"),
@@ -219,7 +231,8 @@ pub fn op_quantile(name: &str) -> Option<(usize, f64)> {
 }
 
 pub fn stat_names(s: &Side) -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = s.logs.iter().flat_map(|l| l.slices.iter().flat_map(|x| x.stats.iter().map(|t| t.0))).collect();
+    let mut v: Vec<&'static str> =
+        s.logs.iter().flat_map(|l| l.slices.iter().flat_map(|x| x.stats.iter().map(|t| t.0))).collect();
     v.sort();
     v.dedup();
     v
@@ -387,7 +400,9 @@ impl Acc {
             "rss_mean" => (self.rss_ns > 0).then(|| self.rss_byte_ns / self.rss_ns as f64),
             "rss_end" => mean(self.rss_end),
             "live_peak" => mean(self.live_peak).filter(|_| self.calls > 0),
-            "live_mean" => (self.dur_ns > 0 && self.calls > 0).then(|| self.live_byte_ns / self.dur_ns as f64),
+            "live_mean" => {
+                (self.dur_ns > 0 && self.calls > 0).then(|| self.live_byte_ns / self.dur_ns as f64)
+            }
             "rss_per_live" => (self.frag_live > 0.0).then(|| self.frag_rss / self.frag_live),
             "slop" => mean(self.slop),
             n if op_quantile(n).is_some() => {

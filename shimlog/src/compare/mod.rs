@@ -14,8 +14,8 @@ mod text;
 use crate::analysis::SiteOptions;
 use metrics::{Group, Role};
 use serde::Serialize;
-use side::{Kind, SiteNums};
 pub(crate) use side::Side;
+use side::{Kind, SiteNums};
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -141,7 +141,9 @@ pub fn run(a: Args) -> Result<i32, String> {
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let r = if a.json {
-        serde_json::to_writer_pretty(&mut w, &doc).map_err(|e| e.to_string()).and_then(|_| writeln!(w).map_err(|e| e.to_string()))
+        serde_json::to_writer_pretty(&mut w, &doc)
+            .map_err(|e| e.to_string())
+            .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
         text::write(&mut w, &doc).map_err(|e| e.to_string())
     };
@@ -202,7 +204,11 @@ pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
         base: info(&a.base, &base),
         candidate: info(&a.vs, &cand),
         method: Method {
-            resampling: if a.base.len() > 1 || a.vs.len() > 1 { "logs, then time slices within each drawn log" } else { "time slices" },
+            resampling: if a.base.len() > 1 || a.vs.len() > 1 {
+                "logs, then time slices within each drawn log"
+            } else {
+                "time slices"
+            },
             resamples: p.resamples,
             seed: p.seed,
             confidence: p.confidence,
@@ -238,10 +244,16 @@ fn refusal(role: Role, base: &Side, cand: &Side) -> Option<String> {
 fn no_stats(base: &Side, cand: &Side) -> String {
     let (b, c) = (metrics::stat_names(base), metrics::stat_names(cand));
     match (b.is_empty(), c.is_empty()) {
-        (true, true) => "neither side has a watch log with the allocator's statistics (SHIM_WINDOW, SHIM_EVERY...)".into(),
+        (true, true) => {
+            "neither side has a watch log with the allocator's statistics (SHIM_WINDOW, SHIM_EVERY...)".into()
+        }
         (true, false) => "the base has no watch log with the allocator's statistics".into(),
         (false, true) => "the candidate has no watch log with the allocator's statistics".into(),
-        (false, false) => format!("the two allocators report different statistics: the base {}, the candidate {}", b.join(", "), c.join(", ")),
+        (false, false) => format!(
+            "the two allocators report different statistics: the base {}, the candidate {}",
+            b.join(", "),
+            c.join(", ")
+        ),
     }
 }
 

@@ -74,7 +74,11 @@ impl Side {
     /// part of it), else every log.
     pub fn run_logs(&self) -> Vec<usize> {
         let watch: Vec<usize> = (0..self.logs.len()).filter(|&i| self.logs[i].kind == Kind::Watch).collect();
-        if watch.is_empty() { (0..self.logs.len()).collect() } else { watch }
+        if watch.is_empty() {
+            (0..self.logs.len()).collect()
+        } else {
+            watch
+        }
     }
 
     /// The logs that recorded every call (latency, calls, live bytes, slop).
@@ -138,11 +142,14 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, Strin
                     Some(l) => format!("{} ({l})", row.function),
                     None => format!("{} [{}]", row.function, row.object),
                 };
-                seen.insert(key, SiteNums {
-                    alloc_bytes: row.alloc_bytes as f64,
-                    live_at_peak_bytes: row.live_at_peak_bytes as f64,
-                    timed_ns: row.timed_ns as f64,
-                });
+                seen.insert(
+                    key,
+                    SiteNums {
+                        alloc_bytes: row.alloc_bytes as f64,
+                        live_at_peak_bytes: row.live_at_peak_bytes as f64,
+                        timed_ns: row.timed_ns as f64,
+                    },
+                );
             }
             for (k, v) in seen {
                 let e = m.entry(k).or_default();
@@ -151,15 +158,20 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, Strin
                 e.timed_ns += v.timed_ns;
             }
         }
-        let samples: Vec<(u64, Option<u64>, u64)> =
-            s.memory.samples.iter().map(|m| (m.ts_ns, m.rss_bytes, m.max_live_bytes.max(m.live_bytes))).collect();
+        let samples: Vec<(u64, Option<u64>, u64)> = s
+            .memory
+            .samples
+            .iter()
+            .map(|m| (m.ts_ns, m.rss_bytes, m.max_live_bytes.max(m.live_bytes)))
+            .collect();
         let memory = thin(&samples, MEMORY_POINTS);
         logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share, memory });
     }
     if let Some(m) = sites.as_mut() {
         for v in m.values_mut() {
             let n = with_stacks as f64;
-            (v.alloc_bytes, v.live_at_peak_bytes, v.timed_ns) = (v.alloc_bytes / n, v.live_at_peak_bytes / n, v.timed_ns / n);
+            (v.alloc_bytes, v.live_at_peak_bytes, v.timed_ns) =
+                (v.alloc_bytes / n, v.live_at_peak_bytes / n, v.timed_ns / n);
         }
     }
     drop((analyses, sections, total));

@@ -42,18 +42,24 @@ pub fn change(r: &Row) -> (String, String) {
     match (r.relative, r.relative_interval, r.change, r.interval) {
         (Some(x), Some([lo, hi]), _, _) => (pct(x), format!("{} .. {}", pct(lo), pct(hi))),
         (Some(x), None, _, _) => (pct(x), NO_INTERVAL.into()),
-        (None, _, Some(c), Some([lo, hi])) => (signed(r.unit, c), format!("{} .. {}", signed(r.unit, lo), signed(r.unit, hi))),
+        (None, _, Some(c), Some([lo, hi])) => {
+            (signed(r.unit, c), format!("{} .. {}", signed(r.unit, lo), signed(r.unit, hi)))
+        }
         (None, _, Some(c), None) => (signed(r.unit, c), "-".into()),
         _ => ("-".into(), "-".into()),
     }
 }
 
 pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
-    let mine: Vec<&Row> = rows.iter().filter(|r| r.group == g && !NOT_IN_VERDICT.contains(&r.name.as_str())).collect();
+    let mine: Vec<&Row> =
+        rows.iter().filter(|r| r.group == g && !NOT_IN_VERDICT.contains(&r.name.as_str())).collect();
     let title = g.title();
     let compared: Vec<&&Row> = mine.iter().filter(|r| r.not_compared.is_none()).collect();
     if compared.is_empty() {
-        let why = mine.iter().find_map(|r| r.not_compared.clone()).unwrap_or_else(|| "nothing reported by both sides".into());
+        let why = mine
+            .iter()
+            .find_map(|r| r.not_compared.clone())
+            .unwrap_or_else(|| "nothing reported by both sides".into());
         return Verdict { group: g, differs: false, text: format!("{title}: not compared ({why})") };
     }
     let moved: Vec<&&Row> = compared.iter().filter(|r| r.differs).copied().collect();
@@ -71,7 +77,11 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         };
     }
     if moved.is_empty() {
-        return Verdict { group: g, differs: false, text: format!("{title}: no difference beyond the noise") };
+        return Verdict {
+            group: g,
+            differs: false,
+            text: format!("{title}: no difference beyond the noise"),
+        };
     }
     let up = moved.iter().all(|r| r.change.unwrap_or(0.0) > 0.0);
     let down = moved.iter().all(|r| r.change.unwrap_or(0.0) < 0.0);
@@ -88,7 +98,11 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         .iter()
         .map(|r| {
             let (c, i) = change(r);
-            format!("{} {c} ({})", r.name, if i == NO_INTERVAL { "no interval: one value a side" } else { &i })
+            format!(
+                "{} {c} ({})",
+                r.name,
+                if i == NO_INTERVAL { "no interval: one value a side" } else { &i }
+            )
         })
         .collect();
     Verdict { group: g, differs: true, text: format!("{title}: {lead}: {}", list.join(", ")) }
@@ -96,7 +110,11 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
 
 fn side(w: &mut dyn Write, name: &str, s: &SideInfo) -> io::Result<()> {
     let kinds: Vec<String> = s.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
-    let logs = if s.logs.len() == 1 { s.logs[0].clone() } else { format!("{} logs ({} ..)", s.logs.len(), s.logs[0]) };
+    let logs = if s.logs.len() == 1 {
+        s.logs[0].clone()
+    } else {
+        format!("{} logs ({} ..)", s.logs.len(), s.logs[0])
+    };
     writeln!(
         w,
         "{name:<10} {logs}: {} on {}, {} log{}, {} time slices",
@@ -125,11 +143,21 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
             None => writeln!(w, "{}", g.title())?,
         }
         if rows.iter().any(|r| r.not_compared.is_none()) {
-            writeln!(w, "  {:<18} {:>12} {:>12} {:>10}   {conf}% interval", "metric", "base", "candidate", "change")?;
+            writeln!(
+                w,
+                "  {:<18} {:>12} {:>12} {:>10}   {conf}% interval",
+                "metric", "base", "candidate", "change"
+            )?;
         }
         for r in rows.iter().filter(|r| r.not_compared.is_none()) {
             let (c, i) = change(r);
-            let mark = if r.differs { "*" } else if !r.judged { "~" } else { " " };
+            let mark = if r.differs {
+                "*"
+            } else if !r.judged {
+                "~"
+            } else {
+                " "
+            };
             writeln!(
                 w,
                 "{mark} {:<18} {:>12} {:>12} {:>10}   {i}",
@@ -139,7 +167,8 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
                 c
             )?;
         }
-        let left: Vec<&str> = rows.iter().filter(|r| r.not_compared.is_some()).map(|r| r.name.as_str()).collect();
+        let left: Vec<&str> =
+            rows.iter().filter(|r| r.not_compared.is_some()).map(|r| r.name.as_str()).collect();
         if !left.is_empty() && left.len() < rows.len() {
             let why = rows.iter().find_map(|r| r.not_compared.as_deref()).unwrap_or("");
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
@@ -151,7 +180,11 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
     }
     if let Some(s) = &d.sites {
         writeln!(w)?;
-        writeln!(w, "call sites that moved most{} (mean per log)", if s.estimated { ", estimated from samples" } else { "" })?;
+        writeln!(
+            w,
+            "call sites that moved most{} (mean per log)",
+            if s.estimated { ", estimated from samples" } else { "" }
+        )?;
         sites(w, "bytes allocated", &s.alloc_bytes, Dim::Bytes)?;
         sites(w, "bytes live at the peak", &s.live_at_peak_bytes, Dim::Bytes)?;
         sites(w, "time inside the allocator (timed calls)", &s.timed_ns, Dim::Ns)?;
@@ -165,7 +198,14 @@ fn sites(w: &mut dyn Write, what: &str, v: &[SiteMove], d: Dim) -> io::Result<()
         writeln!(w, "    (no change)")?;
     }
     for m in v {
-        writeln!(w, "    {:>12} {:>12} {:>12}  {}", value(d, m.base), value(d, m.candidate), signed(d, m.change), m.site)?;
+        writeln!(
+            w,
+            "    {:>12} {:>12} {:>12}  {}",
+            value(d, m.base),
+            value(d, m.candidate),
+            signed(d, m.change),
+            m.site
+        )?;
     }
     Ok(())
 }

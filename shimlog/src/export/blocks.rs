@@ -11,10 +11,10 @@ use super::sink::{Sink, BATCH};
 fn v<T>() -> Vec<T> {
     Vec::with_capacity(BATCH)
 }
+use crate::analysis::{Analysis, Block, BlockTable, SizeTable};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::Event;
-use crate::analysis::{Analysis, Block, BlockTable, SizeTable};
 use std::sync::Arc;
 
 /// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
@@ -62,8 +62,15 @@ impl Blocks {
             pid: pid as i32,
             live: BlockTable::default(),
             sizes: SizeTable::default(),
-            ptr: v(), size: v(), made_ts: v(), made_tid: v(), made_seq: v(),
-            freed_ts: v(), freed_tid: v(), freed_seq: v(), lifetime: v(),
+            ptr: v(),
+            size: v(),
+            made_ts: v(),
+            made_tid: v(),
+            made_seq: v(),
+            freed_ts: v(),
+            freed_tid: v(),
+            freed_seq: v(),
+            lifetime: v(),
         }
     }
 
@@ -117,7 +124,15 @@ impl Blocks {
     }
 
     #[inline]
-    fn row(&mut self, ptr: u64, b: Block, ts: Option<u64>, tid: Option<u32>, seq: Option<u64>, life: Option<u64>) {
+    fn row(
+        &mut self,
+        ptr: u64,
+        b: Block,
+        ts: Option<u64>,
+        tid: Option<u32>,
+        seq: Option<u64>,
+        life: Option<u64>,
+    ) {
         self.ptr.push(ptr as i64);
         self.size.push(self.sizes.size(b.size_id) as i64);
         self.made_ts.push(b.ts_ns as i64);
@@ -145,7 +160,7 @@ impl Blocks {
         if n == 0 {
             return Ok(());
         }
-                let cols: Vec<ArrayRef> = vec![
+        let cols: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(vec![self.pid; n])),
             Arc::new(Int64Array::from(std::mem::take(&mut self.ptr))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.size))),

@@ -36,9 +36,7 @@ pub fn schema() -> SchemaRef {
 
 /// The name of every 6-bit op code (the dictionary of the `op` column).
 fn op_names() -> ArrayRef {
-    Arc::new(StringArray::from_iter_values(
-        (0..64u8).map(|c| Op::from_u8(c).map_or("unknown", |o| o.name())),
-    ))
+    Arc::new(StringArray::from_iter_values((0..64u8).map(|c| Op::from_u8(c).map_or("unknown", |o| o.name()))))
 }
 
 pub struct Events {
@@ -64,8 +62,17 @@ impl Events {
             schema: schema(),
             names: op_names(),
             pid: pid as i32,
-            seq: v(), ts: v(), tid: v(), op: v(), ptr: v(), size: v(), count: v(),
-            align: v(), old: v(), backend: v(), value: v(),
+            seq: v(),
+            ts: v(),
+            tid: v(),
+            op: v(),
+            ptr: v(),
+            size: v(),
+            count: v(),
+            align: v(),
+            old: v(),
+            backend: v(),
+            value: v(),
         }
     }
 
@@ -95,8 +102,11 @@ impl Events {
             return Ok(());
         }
         let n = self.seq.len();
-        let op = DictionaryArray::<Int8Type>::try_new(Int8Array::from(std::mem::take(&mut self.op)), self.names.clone())
-            .map_err(|e| e.to_string())?;
+        let op = DictionaryArray::<Int8Type>::try_new(
+            Int8Array::from(std::mem::take(&mut self.op)),
+            self.names.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         let cols: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(std::mem::take(&mut self.seq))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.ts))),
@@ -115,7 +125,8 @@ impl Events {
         let b = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
         out.write(&b)?;
         (self.seq, self.ts, self.tid, self.op) = (v(), v(), v(), v());
-        (self.ptr, self.size, self.count, self.align, self.old, self.backend, self.value) = (v(), v(), v(), v(), v(), v(), v());
+        (self.ptr, self.size, self.count, self.align, self.old, self.backend, self.value) =
+            (v(), v(), v(), v(), v(), v(), v());
         Ok(())
     }
 }

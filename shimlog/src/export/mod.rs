@@ -84,7 +84,11 @@ fn hostname() -> String {
     // SAFETY: the buffer is writable for its length; gethostname NUL-terminates within it.
     let ok = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) } == 0;
     let n = b.iter().position(|&c| c == 0).unwrap_or(0);
-    if ok && n > 0 { String::from_utf8_lossy(&b[..n]).into_owned() } else { "unknown".into() }
+    if ok && n > 0 {
+        String::from_utf8_lossy(&b[..n]).into_owned()
+    } else {
+        "unknown".into()
+    }
 }
 
 /// Where a log's tables go: `root/part/` (by log) or `root/TABLE/part/` (by table).
@@ -96,7 +100,11 @@ struct Layout {
 
 impl Layout {
     fn dir(&self, table: &str) -> PathBuf {
-        if self.by_table { self.root.join(table).join(&self.part) } else { self.root.join(&self.part) }
+        if self.by_table {
+            self.root.join(table).join(&self.part)
+        } else {
+            self.root.join(&self.part)
+        }
     }
 }
 
@@ -160,8 +168,16 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
     let want = |t: &str| tables.contains(&t);
     let pid = r.header.pid;
     let mut p = Pass {
-        ev_sink: if want("events") { Some(Sink::create(&file(dir, r, "events")?, events::schema(), events::DICT, events::DELTA)?) } else { None },
-        bl_sink: if want("blocks") { Some(Sink::create(&file(dir, r, "blocks")?, blocks::schema(), blocks::DICT, blocks::DELTA)?) } else { None },
+        ev_sink: if want("events") {
+            Some(Sink::create(&file(dir, r, "events")?, events::schema(), events::DICT, events::DELTA)?)
+        } else {
+            None
+        },
+        bl_sink: if want("blocks") {
+            Some(Sink::create(&file(dir, r, "blocks")?, blocks::schema(), blocks::DICT, blocks::DELTA)?)
+        } else {
+            None
+        },
         evs: events::Events::new(pid),
         bls: blocks::Blocks::new(pid),
         small: small::Small::default(),
@@ -204,14 +220,15 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
         s.close()?;
     }
     let (small, seq) = (p.small, p.seq);
-    let small_table = |name: &str, schema, batch: Result<arrow_array::RecordBatch, String>| -> Result<(), String> {
-        if want(name) {
-            let mut s = Sink::create(&file(dir, r, name)?, schema, &["pid", "stat"], &["ts_ns"])?;
-            s.write(&batch?)?;
-            s.close()?;
-        }
-        Ok(())
-    };
+    let small_table =
+        |name: &str, schema, batch: Result<arrow_array::RecordBatch, String>| -> Result<(), String> {
+            if want(name) {
+                let mut s = Sink::create(&file(dir, r, name)?, schema, &["pid", "stat"], &["ts_ns"])?;
+                s.write(&batch?)?;
+                s.close()?;
+            }
+            Ok(())
+        };
     small_table("threads", small::threads_schema(), small.threads(pid))?;
     small_table("samples", small::samples_schema(), small.samples(pid))?;
     small_table("processes", small::processes_schema(), small::process(r, host, log, seq))?;

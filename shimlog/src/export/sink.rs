@@ -48,7 +48,8 @@ impl Sink {
             props = props.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
         }
         let props = props.build();
-        let mut w = ArrowWriter::try_new(f, schema, Some(props)).map_err(|e| format!("export: {}: {e}", path.display()))?;
+        let mut w = ArrowWriter::try_new(f, schema, Some(props))
+            .map_err(|e| format!("export: {}: {e}", path.display()))?;
         let (tx, rx) = sync_channel::<RecordBatch>(QUEUE);
         let p = path.to_path_buf();
         let thread = std::thread::Builder::new()
@@ -67,7 +68,11 @@ impl Sink {
         // A batch's columns are shared, not copied. A send fails only once the thread has
         // stopped on an error: that error is the answer.
         let sent = self.tx.as_ref().is_some_and(|tx| tx.send(b.clone()).is_ok());
-        if sent { Ok(()) } else { self.finish() }
+        if sent {
+            Ok(())
+        } else {
+            self.finish()
+        }
     }
 
     pub fn close(mut self) -> Result<(), String> {
@@ -77,7 +82,9 @@ impl Sink {
     fn finish(&mut self) -> Result<(), String> {
         self.tx = None;
         match self.thread.take() {
-            Some(t) => t.join().unwrap_or_else(|_| Err(format!("export: the writer of {} failed", self.path.display()))),
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(format!("export: the writer of {} failed", self.path.display()))),
             None => Err(format!("export: {} was already closed", self.path.display())),
         }
     }

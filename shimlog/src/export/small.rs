@@ -8,14 +8,24 @@ use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 fn schema(cols: &[(&str, DataType, bool)]) -> SchemaRef {
-    Arc::new(Schema::new(cols.iter().map(|(n, t, null)| Field::new(*n, t.clone(), *null)).collect::<Vec<_>>()))
+    Arc::new(Schema::new(
+        cols.iter().map(|(n, t, null)| Field::new(*n, t.clone(), *null)).collect::<Vec<_>>(),
+    ))
 }
 
 pub fn threads_schema() -> SchemaRef {
     use DataType::*;
-    schema(&[("pid", Int32, false), ("tid", Int32, false), ("stream", Int32, false), ("first_ts", Int64, false),
-        ("last_ts", Int64, false), ("events", Int64, false), ("allocs", Int64, false), ("frees", Int64, false),
-        ("bytes_allocated", Int64, false)])
+    schema(&[
+        ("pid", Int32, false),
+        ("tid", Int32, false),
+        ("stream", Int32, false),
+        ("first_ts", Int64, false),
+        ("last_ts", Int64, false),
+        ("events", Int64, false),
+        ("allocs", Int64, false),
+        ("frees", Int64, false),
+        ("bytes_allocated", Int64, false),
+    ])
 }
 
 pub fn samples_schema() -> SchemaRef {
@@ -25,11 +35,27 @@ pub fn samples_schema() -> SchemaRef {
 
 pub fn processes_schema() -> SchemaRef {
     use DataType::*;
-    schema(&[("pid", Int32, false), ("ppid", Int32, false), ("forked", Boolean, false), ("exe", Utf8, false),
-        ("cmdline", Utf8, false), ("backend", Utf8, false), ("backend_version", Utf8, false), ("page_size", Int64, false),
-        ("start_unix_ns", Int64, false), ("start_mono_ns", Int64, false), ("clock", Utf8, false), ("timing", Utf8, false),
-        ("on_full", Utf8, false), ("shim_version", Utf8, false), ("window", Int32, true), ("host", Utf8, false),
-        ("log", Utf8, false), ("events", Int64, false), ("file_bytes", Int64, false)])
+    schema(&[
+        ("pid", Int32, false),
+        ("ppid", Int32, false),
+        ("forked", Boolean, false),
+        ("exe", Utf8, false),
+        ("cmdline", Utf8, false),
+        ("backend", Utf8, false),
+        ("backend_version", Utf8, false),
+        ("page_size", Int64, false),
+        ("start_unix_ns", Int64, false),
+        ("start_mono_ns", Int64, false),
+        ("clock", Utf8, false),
+        ("timing", Utf8, false),
+        ("on_full", Utf8, false),
+        ("shim_version", Utf8, false),
+        ("window", Int32, true),
+        ("host", Utf8, false),
+        ("log", Utf8, false),
+        ("events", Int64, false),
+        ("file_bytes", Int64, false),
+    ])
 }
 
 #[derive(Default, Clone, Copy)]
@@ -56,7 +82,9 @@ impl Small {
     pub fn take(&mut self, e: &Event) {
         match e.op {
             Op::Rss => self.samples.push((e.ts_ns, "rss", e.value())),
-            Op::AllocStat => self.samples.push((e.ts_ns, recorder::event::alloc_stat_name(e.size), e.value())),
+            Op::AllocStat => {
+                self.samples.push((e.ts_ns, recorder::event::alloc_stat_name(e.size), e.value()))
+            }
             _ => {}
         }
         if e.stream == 0 {
@@ -80,7 +108,9 @@ impl Small {
 
     pub fn threads(&self, pid: u32) -> Result<RecordBatch, String> {
         let ts: Vec<(u32, Thread)> = self.order.iter().map(|s| (*s, self.threads[s])).collect();
-        let i64s = |f: &dyn Fn(&Thread) -> u64| Arc::new(Int64Array::from_iter_values(ts.iter().map(|(_, t)| f(t) as i64))) as ArrayRef;
+        let i64s = |f: &dyn Fn(&Thread) -> u64| {
+            Arc::new(Int64Array::from_iter_values(ts.iter().map(|(_, t)| f(t) as i64))) as ArrayRef
+        };
         let cols: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(vec![pid as i32; ts.len()])),
             Arc::new(Int32Array::from_iter_values(ts.iter().map(|(_, t)| t.tid as i32))),

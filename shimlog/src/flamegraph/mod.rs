@@ -24,14 +24,18 @@ pub fn svg(lines: &[String], title: &str, by: By) -> Result<String, String> {
     o.title = title.to_string();
     o.count_name = by.unit().to_string();
     let mut out = Vec::new();
-    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut out).map_err(|e| e.to_string())?;
+    inferno::flamegraph::from_lines(&mut o, lines.iter().map(String::as_str), &mut out)
+        .map_err(|e| e.to_string())?;
     String::from_utf8(out).map_err(|e| e.to_string())
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
     let r = crate::open::open(&a.log)?;
     if !has_stacks(&r) {
-        return Err(format!("flamegraph: {} has no stacks (written with SHIM_STACKS=off, or before format 4)", a.log));
+        return Err(format!(
+            "flamegraph: {} has no stacks (written with SHIM_STACKS=off, or before format 4)",
+            a.log
+        ));
     }
     let p = profile(&r, a.binaries.as_deref());
     for i in &p.issues {
@@ -39,9 +43,13 @@ pub fn run(a: Args) -> Result<i32, String> {
     }
     let lines = folded(&p, a.by);
     if lines.is_empty() {
-        return Err(format!("flamegraph: no stack in {} has anything {:?} to show (SHIM_STACKS={})", a.log, a.by, p.mode));
+        return Err(format!(
+            "flamegraph: no stack in {} has anything {:?} to show (SHIM_STACKS={})",
+            a.log, a.by, p.mode
+        ));
     }
-    let svg = svg(&lines, &format!("{} by {}", a.log, a.by.title()), a.by).map_err(|e| format!("flamegraph: drawing: {e}"))?;
+    let svg = svg(&lines, &format!("{} by {}", a.log, a.by.title()), a.by)
+        .map_err(|e| format!("flamegraph: drawing: {e}"))?;
     std::fs::write(&a.output, svg).map_err(|e| format!("flamegraph: writing {}: {e}", a.output.display()))?;
     Ok(0)
 }

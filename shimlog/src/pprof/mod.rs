@@ -102,18 +102,30 @@ pub fn build(p: &Profile, at: At, duration_ns: u64, start_unix_ns: u64) -> proto
                     let fid = *functions.entry(key.clone()).or_insert(next_f);
                     if fid == next_f {
                         let name = s.get(&key.0);
-                        function.push(proto::Function { id: fid, name, system_name: name, filename: s.get(&key.1), start_line: 0 });
+                        function.push(proto::Function {
+                            id: fid,
+                            name,
+                            system_name: name,
+                            filename: s.get(&key.1),
+                            start_line: 0,
+                        });
                     }
                     line.push(proto::Line { function_id: fid, line: f.line.unwrap_or(0) as i64 });
                 }
-                let mapping_id = p.c.mappings.iter().position(|m| m.start <= pc && pc < m.end).map_or(0, |i| i as u64 + 1);
+                let mapping_id =
+                    p.c.mappings.iter().position(|m| m.start <= pc && pc < m.end).map_or(0, |i| i as u64 + 1);
                 location.push(proto::Location { id: lid, mapping_id, address: pc.saturating_sub(1), line });
             }
             loc_ids.push(lid);
         }
         sample.push(proto::Sample {
             location_id: loc_ids,
-            value: vec![t.alloc_calls.round() as i64, t.alloc_bytes.round() as i64, objs.round() as i64, bytes.round() as i64],
+            value: vec![
+                t.alloc_calls.round() as i64,
+                t.alloc_bytes.round() as i64,
+                objs.round() as i64,
+                bytes.round() as i64,
+            ],
         });
     }
     let comment = vec![s.get(&match p.c.mean {
@@ -153,7 +165,8 @@ pub fn run(a: Args) -> Result<i32, String> {
         eprintln!("shimlog: note: {i}");
     }
     let prof = build(&p, a.at, 0, r.header.start_unix_ns);
-    let f = std::fs::File::create(&a.output).map_err(|e| format!("pprof: cannot create {}: {e}", a.output.display()))?;
+    let f = std::fs::File::create(&a.output)
+        .map_err(|e| format!("pprof: cannot create {}: {e}", a.output.display()))?;
     let mut gz = flate2::write::GzEncoder::new(std::io::BufWriter::new(f), flate2::Compression::default());
     gz.write_all(&prof.encode_to_vec())
         .and_then(|_| gz.finish()?.flush())

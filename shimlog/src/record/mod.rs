@@ -154,19 +154,26 @@ fn find_shim(given: Option<&Path>) -> Result<PathBuf, String> {
         return if p.is_file() {
             std::fs::canonicalize(p).map_err(|e| format!("--shim {}: {e}", p.display()))
         } else {
-            Err(format!("--shim {}: no such file (name libshim.so, as cargo build --release or make install put it)", p.display()))
+            Err(format!(
+                "--shim {}: no such file (name libshim.so, as cargo build --release or make install put it)",
+                p.display()
+            ))
         };
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find shimlog itself: {e}"))?;
     let bin = exe.parent().unwrap_or(Path::new("/"));
     let tried = [bin.join("libshim.so"), bin.join("../lib/libshim.so")];
-    tried.iter().find(|p| p.is_file()).map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).ok_or_else(|| {
-        format!(
-            "libshim.so is neither beside shimlog ({}) nor in {}; name it with --shim PATH",
-            tried[0].display(),
-            tried[1].display()
-        )
-    })
+    tried
+        .iter()
+        .find(|p| p.is_file())
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .ok_or_else(|| {
+            format!(
+                "libshim.so is neither beside shimlog ({}) nor in {}; name it with --shim PATH",
+                tried[0].display(),
+                tried[1].display()
+            )
+        })
 }
 
 /// Where a shell would find `prog`: a path as it is, a bare name on PATH.
@@ -180,7 +187,9 @@ fn which(prog: &OsStr) -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path).map(|d| d.join(p)).find(|c| {
-        std::fs::metadata(c).is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        std::fs::metadata(c).is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
     })
 }
 
@@ -189,7 +198,9 @@ fn which(prog: &OsStr) -> Option<PathBuf> {
 fn command(shim: &Path, prog: &Path, argv: &[OsString]) -> Command {
     let mut pre = shim.as_os_str().to_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD") {
-        for p in old.to_string_lossy().split([' ', ':']).filter(|p| !p.is_empty() && !p.ends_with("libshim.so")) {
+        for p in
+            old.to_string_lossy().split([' ', ':']).filter(|p| !p.is_empty() && !p.ends_with("libshim.so"))
+        {
             pre.push(":");
             pre.push(p);
         }
@@ -211,7 +222,15 @@ fn new_dir(name: &str) -> Result<PathBuf, String> {
         let now = libc::time(std::ptr::null_mut());
         let mut tm: libc::tm = std::mem::zeroed();
         libc::localtime_r(&now, &mut tm);
-        format!("{:04}{:02}{:02}-{:02}{:02}{:02}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+        format!(
+            "{:04}{:02}{:02}-{:02}{:02}{:02}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday,
+            tm.tm_hour,
+            tm.tm_min,
+            tm.tm_sec
+        )
     };
     let base = format!("shimlog-{name}-{t}");
     for n in 1.. {
@@ -256,14 +275,23 @@ extern "C" fn pass_on(sig: libc::c_int) {
 fn spawn_wait(mut cmd: Command, prog: &OsStr) -> Result<i32, i32> {
     let mut child = cmd.spawn().map_err(|e| {
         eprintln!("shimlog: {}: {e}", prog.to_string_lossy());
-        if e.kind() == std::io::ErrorKind::NotFound { NOT_FOUND } else { CANNOT_EXECUTE }
+        if e.kind() == std::io::ErrorKind::NotFound {
+            NOT_FOUND
+        } else {
+            CANNOT_EXECUTE
+        }
     })?;
     CHILD.store(child.id() as i32, Ordering::Relaxed);
     let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    let old: Vec<(i32, libc::sighandler_t)> = [(libc::SIGINT, libc::SIG_IGN), (libc::SIGQUIT, libc::SIG_IGN), (libc::SIGTERM, handler), (libc::SIGHUP, handler)]
-        .into_iter()
-        .map(|(s, h)| (s, unsafe { libc::signal(s, h) }))
-        .collect();
+    let old: Vec<(i32, libc::sighandler_t)> = [
+        (libc::SIGINT, libc::SIG_IGN),
+        (libc::SIGQUIT, libc::SIG_IGN),
+        (libc::SIGTERM, handler),
+        (libc::SIGHUP, handler),
+    ]
+    .into_iter()
+    .map(|(s, h)| (s, unsafe { libc::signal(s, h) }))
+    .collect();
     let status = loop {
         match child.wait() {
             Ok(s) => break s,

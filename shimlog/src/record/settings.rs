@@ -85,7 +85,9 @@ fn check(kind: Kind, v: &str) -> Result<String, String> {
         Kind::Size => size(v) && v.bytes().take_while(u8::is_ascii_digit).any(|c| c != b'0'),
         Kind::SizeOrOff => v == "off" || size(v),
         Kind::AbsPath => v.starts_with('/'),
-        Kind::Int(ranges) => v.parse::<i64>().is_ok_and(|n| ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))),
+        Kind::Int(ranges) => {
+            v.parse::<i64>().is_ok_and(|n| ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&n)))
+        }
         Kind::Timing => v == "all" || v == "none" || v.parse::<u32>().is_ok_and(|n| n > 0),
     };
     if ok {
@@ -93,10 +95,24 @@ fn check(kind: Kind, v: &str) -> Result<String, String> {
     }
     Err(match kind {
         Kind::Choice(_) => unreachable!("choices are checked by clap"),
-        Kind::Duration => "a duration: a number and ns, us, ms, s, m, h or d (500ms, 60s, 2m; a bare number is seconds)".into(),
+        Kind::Duration => {
+            "a duration: a number and ns, us, ms, s, m, h or d (500ms, 60s, 2m; a bare number is seconds)"
+                .into()
+        }
         Kind::Size => "a size over 0: a number and k, M, G or T (512k, 500M, 20G)".into(),
         Kind::Int(r) => {
-            let r: Vec<String> = r.iter().map(|(lo, hi)| if *hi == i64::MAX { format!("{lo} or more") } else { format!("{lo} to {hi}") }).collect();
+            let r: Vec<String> = r
+                .iter()
+                .map(
+                    |(lo, hi)| {
+                        if *hi == i64::MAX {
+                            format!("{lo} or more")
+                        } else {
+                            format!("{lo} to {hi}")
+                        }
+                    },
+                )
+                .collect();
             format!("an integer, {}", r.join(" or "))
         }
         Kind::Timing => "all, none, or N over 0 (time one call in N)".into(),

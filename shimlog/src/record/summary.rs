@@ -75,7 +75,14 @@ pub fn print(dir: &Path, shown: &str, head: &str, out: &mut impl std::io::Write)
         match &r.what {
             Ok((events, end)) => {
                 let name = format!("{}{}", "  ".repeat(depth), r.program);
-                writeln!(out, "  {name:<28} {:>8} {:>8} {events:>12}  {:<22} {}", r.pid, r.ppid, ended(end), r.file)?
+                writeln!(
+                    out,
+                    "  {name:<28} {:>8} {:>8} {events:>12}  {:<22} {}",
+                    r.pid,
+                    r.ppid,
+                    ended(end),
+                    r.file
+                )?
             }
             Err(e) => writeln!(out, "  {}: cannot be read: {e}", r.file)?,
         }

@@ -128,10 +128,8 @@ pub fn run(a: Args) -> Result<i32, String> {
         let bar = tty.then(|| {
             let b = indicatif::ProgressBar::new(reader.compressed_bytes());
             b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "planning {bar:40} {bytes}/{total_bytes} {eta}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template("planning {bar:40} {bytes}/{total_bytes} {eta}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             b
         });
@@ -185,7 +183,10 @@ pub fn run(a: Args) -> Result<i32, String> {
         .iter()
         .filter_map(|b| {
             let r = b.replay.as_ref()?;
-            Some((b.backend.clone(), b.rounds.clone().unwrap_or_else(|| rounds::Rounds::of(std::slice::from_ref(r)))))
+            Some((
+                b.backend.clone(),
+                b.rounds.clone().unwrap_or_else(|| rounds::Rounds::of(std::slice::from_ref(r))),
+            ))
         })
         .collect();
     let verdict = (!cols.is_empty()).then(|| rounds::verdict(&cols));
@@ -320,7 +321,11 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Variant]) ->
     }
     let base: Vec<String> = res
         .iter()
-        .filter_map(|b| b.replay.as_ref().map(|r| format!("{} {}", b.backend, table::bytes(r.excluded.baseline_rss_bytes as f64))))
+        .filter_map(|b| {
+            b.replay
+                .as_ref()
+                .map(|r| format!("{} {}", b.backend, table::bytes(r.excluded.baseline_rss_bytes as f64)))
+        })
         .collect();
     if let Some(r) = res.iter().find_map(|b| b.replay.as_ref()) {
         let e = &r.excluded;
@@ -376,7 +381,10 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Variant]) ->
         ));
     }
     if s.null_result > 0 {
-        n.push(format!("{} calls that returned NULL in the program were replayed as such: no block", s.null_result));
+        n.push(format!(
+            "{} calls that returned NULL in the program were replayed as such: no block",
+            s.null_result
+        ));
     }
     if m.dropped_events > 0 {
         n.push(format!(
@@ -385,7 +393,10 @@ fn notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Variant]) ->
         ));
     }
     if m.untraced_calls > 0 {
-        n.push(format!("{} calls were served untraced (after a thread's exit or the final flush) and are not replayed", m.untraced_calls));
+        n.push(format!(
+            "{} calls were served untraced (after a thread's exit or the final flush) and are not replayed",
+            m.untraced_calls
+        ));
     }
     for i in &m.issues {
         n.push(format!("log: {i}"));

@@ -1,6 +1,6 @@
 //! The replay's results as they travel from a child to the parent and out as `--json`.
-use super::run::measure::{Percentiles, RssSample, SlopClass};
 use super::plan::{PlanMeta, Skipped};
+use super::run::measure::{Percentiles, RssSample, SlopClass};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -60,7 +60,12 @@ impl Spread {
         } else {
             (v[n / 2 - 1] + v[n / 2]) / 2.0
         };
-        Spread { median, min: v.first().copied().unwrap_or(f64::NAN), max: v.last().copied().unwrap_or(f64::NAN), values }
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+            values,
+        }
     }
     /// Whether the two ranges overlap (the difference is within the rounds' noise).
     pub fn overlaps(&self, o: &Spread) -> bool {
@@ -86,7 +91,11 @@ impl Rounds {
         }
         let mut idx: Vec<usize> = (0..rs.len()).collect();
         idx.sort_by(|&a, &b| metric(&rs[a], "alloc_ns").total_cmp(&metric(&rs[b], "alloc_ns")));
-        Rounds { n: rs.len(), metrics, median_round: idx.get(rs.len().saturating_sub(1) / 2).copied().unwrap_or(0) }
+        Rounds {
+            n: rs.len(),
+            metrics,
+            median_round: idx.get(rs.len().saturating_sub(1) / 2).copied().unwrap_or(0),
+        }
     }
 }
 
@@ -126,7 +135,11 @@ fn label(m: &str) -> &'static str {
 }
 
 fn show(m: &str, v: f64) -> String {
-    if m.ends_with("_ns") { super::table::duration(v) } else { super::table::bytes(v) }
+    if m.ends_with("_ns") {
+        super::table::duration(v)
+    } else {
+        super::table::bytes(v)
+    }
 }
 
 /// Ranks the columns (label, rounds) that have results.
@@ -148,7 +161,11 @@ pub fn verdict(cols: &[(String, Rounds)]) -> Verdict {
                 }
             }
         }
-        v.rankings.push(Ranking { metric: m.into(), order: idx.iter().map(|&i| cols[i].0.clone()).collect(), ties });
+        v.rankings.push(Ranking {
+            metric: m.into(),
+            order: idx.iter().map(|&i| cols[i].0.clone()).collect(),
+            ties,
+        });
     }
     let best_of = |m: &str| -> usize {
         (0..cols.len()).min_by(|&a, &b| get(a, m).median.total_cmp(&get(b, m).median)).unwrap_or(0)
@@ -167,7 +184,12 @@ pub fn verdict(cols: &[(String, Rounds)]) -> Verdict {
             let c = if best > 0.0 { mine / best - 1.0 } else { 0.0 };
             costs.insert(o.to_string(), c);
             if ob == b || c.abs() < 0.005 {
-                cost_words.push(format!("{} {}, {}", label(o), show(o, mine), if ob == b { "the best too" } else { "as the best's (within 0.5%)" }));
+                cost_words.push(format!(
+                    "{} {}, {}",
+                    label(o),
+                    show(o, mine),
+                    if ob == b { "the best too" } else { "as the best's (within 0.5%)" }
+                ));
             } else {
                 let tie = n > 1 && get(b, o).overlaps(&get(ob, o));
                 cost_words.push(format!(
@@ -182,7 +204,8 @@ pub fn verdict(cols: &[(String, Rounds)]) -> Verdict {
             }
         }
         let sp = get(b, m);
-        let range = if n > 1 { format!(" [{} to {}]", show(m, sp.min), show(m, sp.max)) } else { String::new() };
+        let range =
+            if n > 1 { format!(" [{} to {}]", show(m, sp.min), show(m, sp.max)) } else { String::new() };
         let mut line = format!("best {}: {} ({}{range})", label(m), cols[b].0, show(m, sp.median));
         if cols.len() > 1 {
             if !tied.is_empty() {
@@ -202,9 +225,12 @@ pub fn verdict(cols: &[(String, Rounds)]) -> Verdict {
         }
     }
     if n < 2 {
-        v.lines.push("one round: no measure of the noise, so no ties can be called (--rounds 3 or more)".into());
+        v.lines
+            .push("one round: no measure of the noise, so no ties can be called (--rounds 3 or more)".into());
     } else {
-        v.lines.push(format!("medians of {n} rounds, columns run in rotated order; two columns whose ranges overlap are a tie"));
+        v.lines.push(format!(
+            "medians of {n} rounds, columns run in rotated order; two columns whose ranges overlap are a tie"
+        ));
     }
     v
 }
@@ -233,9 +259,30 @@ mod tests {
     #[test]
     fn verdict_names_best_costs_and_ties() {
         let cols = vec![
-            ("a".to_string(), rounds(&[("alloc_ns", &[10.0, 11.0, 12.0]), ("peak_rss_bytes", &[200.0, 200.0, 200.0]), ("mean_rss_bytes", &[100.0, 100.0, 100.0])])),
-            ("b".to_string(), rounds(&[("alloc_ns", &[11.5, 13.0, 14.0]), ("peak_rss_bytes", &[100.0, 100.0, 100.0]), ("mean_rss_bytes", &[100.0, 101.0, 102.0])])),
-            ("c".to_string(), rounds(&[("alloc_ns", &[20.0, 21.0, 22.0]), ("peak_rss_bytes", &[300.0, 300.0, 300.0]), ("mean_rss_bytes", &[300.0, 300.0, 300.0])])),
+            (
+                "a".to_string(),
+                rounds(&[
+                    ("alloc_ns", &[10.0, 11.0, 12.0]),
+                    ("peak_rss_bytes", &[200.0, 200.0, 200.0]),
+                    ("mean_rss_bytes", &[100.0, 100.0, 100.0]),
+                ]),
+            ),
+            (
+                "b".to_string(),
+                rounds(&[
+                    ("alloc_ns", &[11.5, 13.0, 14.0]),
+                    ("peak_rss_bytes", &[100.0, 100.0, 100.0]),
+                    ("mean_rss_bytes", &[100.0, 101.0, 102.0]),
+                ]),
+            ),
+            (
+                "c".to_string(),
+                rounds(&[
+                    ("alloc_ns", &[20.0, 21.0, 22.0]),
+                    ("peak_rss_bytes", &[300.0, 300.0, 300.0]),
+                    ("mean_rss_bytes", &[300.0, 300.0, 300.0]),
+                ]),
+            ),
         ];
         let v = verdict(&cols);
         let t = &v.best[0];

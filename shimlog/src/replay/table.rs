@@ -44,7 +44,11 @@ pub fn bytes(b: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", U[i]) }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
 }
 
 pub fn count(c: f64) -> String {
@@ -56,7 +60,11 @@ pub fn count(c: f64) -> String {
         }
         out.push(ch);
     }
-    if c < 0.0 { format!("-{out}") } else { out }
+    if c < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
 }
 
 fn rate(r: f64) -> String {
@@ -133,9 +141,7 @@ fn rows(cols: &[Option<&Replay>]) -> Vec<Row> {
     row("wall time", Unit::Ns, Lower, &|r| Some(r.wall_ns as f64));
     row("cpu time (user+sys)", Unit::Ns, Lower, &|r| Some((r.cpu_user_ns + r.cpu_sys_ns) as f64));
     row("time in allocator (sampled)", Unit::Ns, Lower, &|r| Some(r.alloc_ns_total as f64));
-    row("events/s per thread (median)", Unit::Rate, Higher, &|r| {
-        Some(r.events_per_s_per_thread.median)
-    });
+    row("events/s per thread (median)", Unit::Rate, Higher, &|r| Some(r.events_per_s_per_thread.median));
     row("events/s, all threads", Unit::Rate, Higher, &|r| Some(r.events_per_s_total));
     let mut fns: Vec<String> = Vec::new();
     for c in cols.iter().flatten() {
@@ -175,9 +181,7 @@ fn rows(cols: &[Option<&Replay>]) -> Vec<Row> {
     }
     row("minor page faults", Unit::Count, Lower, &|r| Some(r.minor_faults as f64));
     row("major page faults", Unit::Count, Lower, &|r| Some(r.major_faults as f64));
-    row("involuntary context switches", Unit::Count, Lower, &|r| {
-        Some(r.involuntary_context_switches as f64)
-    });
+    row("involuntary context switches", Unit::Count, Lower, &|r| Some(r.involuntary_context_switches as f64));
     row("ops replayed", Unit::Count, None, &|r| Some(r.ops_total as f64));
     row("cross-thread frees", Unit::Count, None, &|r| Some(r.cross_thread_frees as f64));
     row("cross-thread reallocs", Unit::Count, None, &|r| Some(r.cross_thread_reallocs as f64));
@@ -192,16 +196,17 @@ pub fn render(rep: &Report) -> String {
     let mut s = String::new();
     let p = &rep.plan;
     let _ = writeln!(s, "replay of {}", rep.log);
-    let cmd = if rep.program.cmdline.is_empty() {
-        rep.program.exe.clone()
-    } else {
-        rep.program.cmdline.join(" ")
-    };
+    let cmd =
+        if rep.program.cmdline.is_empty() { rep.program.exe.clone() } else { rep.program.cmdline.join(" ") };
     let mut cmd: String = cmd.escape_debug().collect();
     if cmd.chars().count() > 120 {
         cmd = cmd.chars().take(117).collect::<String>() + "...";
     }
-    let _ = writeln!(s, "  program: {cmd} (pid {}, recorded on {})", rep.program.pid, rep.program.recorded_backend);
+    let _ = writeln!(
+        s,
+        "  program: {cmd} (pid {}, recorded on {})",
+        rep.program.pid, rep.program.recorded_backend
+    );
     match rep.program.window {
         Some(0) => {
             let _ = writeln!(s, "  this is the process's watch log: no calls recorded, nothing to replay");
@@ -263,9 +268,7 @@ pub fn render(rep: &Report) -> String {
     let cells: Vec<Vec<String>> = rows.iter().map(cells).collect();
     let lw = rows.iter().map(|r| r.label.len()).max().unwrap_or(0).max(6);
     let cw: Vec<usize> = (0..heads.len())
-        .map(|i| {
-            cells.iter().map(|c| c[i].chars().count()).chain([heads[i].len()]).max().unwrap_or(0)
-        })
+        .map(|i| cells.iter().map(|c| c[i].chars().count()).chain([heads[i].len()]).max().unwrap_or(0))
         .collect();
     let _ = write!(s, "{:<lw$}", "");
     for (h, w) in heads.iter().zip(&cw) {
@@ -364,7 +367,8 @@ fn rounds_table(rep: &Report) -> String {
     let _ = writeln!(s, "\nover {} rounds: median [min to max]", rep.options.rounds);
     let mut lines: Vec<(String, Vec<String>)> = Vec::new();
     for (m, label) in METRICS {
-        let sp: Vec<super::rounds::Spread> = cols.iter().map(|(_, r)| r.metrics.get(m).cloned().unwrap_or_default()).collect();
+        let sp: Vec<super::rounds::Spread> =
+            cols.iter().map(|(_, r)| r.metrics.get(m).cloned().unwrap_or_default()).collect();
         let best = (0..sp.len()).min_by(|&a, &b| sp[a].median.total_cmp(&sp[b].median)).unwrap_or(0);
         let f = |v: f64| if m.ends_with("_ns") { duration(v) } else { bytes(v) };
         let cells = sp

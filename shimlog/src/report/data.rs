@@ -22,7 +22,13 @@ pub fn build(logs: &[String], an: &Analysed, replay_asked: bool, replays: Vec<Va
             .memory
             .samples
             .iter()
-            .map(|m| [json!(m.ts_ns + an.offsets[i]), json!(m.rss_bytes), json!(m.max_live_bytes.max(m.live_bytes))])
+            .map(|m| {
+                [
+                    json!(m.ts_ns + an.offsets[i]),
+                    json!(m.rss_bytes),
+                    json!(m.max_live_bytes.max(m.live_bytes)),
+                ]
+            })
             .collect();
         memory.push(json!({
             "pid": s.process.as_ref().map(|p| p.pid),
@@ -74,10 +80,17 @@ fn flames(sections: &[&Section]) -> Vec<Value> {
     for (i, s) in sections.iter().enumerate() {
         let Some(f) = &s.folded else { continue };
         for (by, lines) in &f.graphs {
-            let title = format!("{} (pid {}) by {}", short_exe(s), s.process.as_ref().map_or(0, |p| p.pid), by.title());
+            let title = format!(
+                "{} (pid {}) by {}",
+                short_exe(s),
+                s.process.as_ref().map_or(0, |p| p.pid),
+                by.title()
+            );
             match crate::flamegraph::svg(lines, &title, *by) {
                 Ok(svg) => out.push(json!({"section": i, "by": by.title(), "svg": svg})),
-                Err(e) => eprintln!("shimlog: note: the flame graph by {} could not be drawn: {e}", by.title()),
+                Err(e) => {
+                    eprintln!("shimlog: note: the flame graph by {} could not be drawn: {e}", by.title())
+                }
             }
         }
     }

@@ -42,8 +42,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<i32, String> {
     // Refuse an unwritable destination before the (long) analysis, not after it.
-    let mut f = std::fs::File::create(&a.output)
-        .map_err(|e| format!("report: cannot create {}: {e}", a.output))?;
+    let mut f =
+        std::fs::File::create(&a.output).map_err(|e| format!("report: cannot create {}: {e}", a.output))?;
     if !a.vs.is_empty() {
         if a.replay {
             let _ = std::fs::remove_file(&a.output);
@@ -83,7 +83,12 @@ pub fn run(a: Args) -> Result<i32, String> {
         println!("{}", a.output);
         return Ok(0);
     }
-    let an = crate::analysis::analyse(&a.logs, a.burst, true, &crate::analysis::SiteOptions { binaries: None, top: 10, two_pass: false })?;
+    let an = crate::analysis::analyse(
+        &a.logs,
+        a.burst,
+        true,
+        &crate::analysis::SiteOptions { binaries: None, top: 10, two_pass: false },
+    )?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?
     } else {

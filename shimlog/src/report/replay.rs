@@ -12,7 +12,8 @@ pub fn run(log: &str) -> Result<Value, String> {
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("report: cannot start the replay of {log}: {e}"))?;
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|_| format!("report: the replay of {log} failed (exit status {})", out.status.code().unwrap_or(-1)))?;
+    let doc: Value = serde_json::from_slice(&out.stdout).map_err(|_| {
+        format!("report: the replay of {log} failed (exit status {})", out.status.code().unwrap_or(-1))
+    })?;
     Ok(doc)
 }

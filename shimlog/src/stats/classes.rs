@@ -2,7 +2,7 @@
 //! one line per configuration, then for each the classes where its slop moved most against
 //! the first configuration.
 use super::units::{bytes, count, pct};
-use crate::analysis::whatif::{Config, ClassRow};
+use crate::analysis::whatif::{ClassRow, Config};
 use std::io::{self, Write};
 
 fn signed(v: i64) -> String {
@@ -19,9 +19,17 @@ pub fn write(w: &mut dyn Write, configs: &[Config]) -> io::Result<()> {
         count(first.allocations),
         bytes(first.requested_bytes)
     )?;
-    writeln!(w, "  {:>2} {:>11} {:>8} {:>11} {:>11} {:>8} {:>11} {:>8}  configuration", "#", "slop", "share", "change", "at peak", "of live", "change", "classes")?;
+    writeln!(
+        w,
+        "  {:>2} {:>11} {:>8} {:>11} {:>11} {:>8} {:>11} {:>8}  configuration",
+        "#", "slop", "share", "change", "at peak", "of live", "change", "classes"
+    )?;
     for (i, c) in configs.iter().enumerate() {
-        let (ch, pch) = if i == 0 { ("-".to_string(), "-".to_string()) } else { (signed(c.slop_change_bytes), signed(c.slop_at_peak_change_bytes)) };
+        let (ch, pch) = if i == 0 {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (signed(c.slop_change_bytes), signed(c.slop_at_peak_change_bytes))
+        };
         writeln!(
             w,
             "  {:>2} {:>11} {:>8} {:>11} {:>11} {:>8} {:>11} {:>8}  {}",
@@ -61,7 +69,11 @@ fn rows(w: &mut dyn Write, rows: &[ClassRow], first: bool) -> io::Result<()> {
     if rows.is_empty() {
         return writeln!(w, "     (no class changed)");
     }
-    writeln!(w, "     {:>10} {:>21} {:>11} {:>11} {:>11} {:>11}", "class", "requests", "allocations", "slop", "slop in 1", "change")?;
+    writeln!(
+        w,
+        "     {:>10} {:>21} {:>11} {:>11} {:>11} {:>11}",
+        "class", "requests", "allocations", "slop", "slop in 1", "change"
+    )?;
     for r in rows {
         let span = if r.smallest_request == r.largest_request {
             format!("{}", r.smallest_request)

@@ -98,15 +98,9 @@ pub fn run(a: Args) -> Result<i32, String> {
     let r = if a.json {
         let doc = serde_json::to_writer_pretty(
             &mut w,
-            &Document {
-                total: &total,
-                tree: &tree,
-                logs: &sections,
-                classes: &configs,
-            },
+            &Document { total: &total, tree: &tree, logs: &sections, classes: &configs },
         );
-        doc.map_err(|e| e.to_string())
-            .and_then(|_| writeln!(w).map_err(|e| e.to_string()))
+        doc.map_err(|e| e.to_string()).and_then(|_| writeln!(w).map_err(|e| e.to_string()))
     } else {
         text::write(&mut w, &sections, &total, &tree, a.each)
             .and_then(|_| classes::write(&mut w, &configs))

@@ -12,7 +12,13 @@ pub fn write_text(w: &mut dyn Write, s: &SitesReport) -> io::Result<()> {
         None if s.mode == "all" => "every allocation".to_string(),
         None => "slow calls only".to_string(),
     };
-    writeln!(w, "Call sites (SHIM_STACKS={}, {how}; {} stacks, unwound by {})", s.mode, units::count(s.stacks), s.unwind)?;
+    writeln!(
+        w,
+        "Call sites (SHIM_STACKS={}, {how}; {} stacks, unwound by {})",
+        s.mode,
+        units::count(s.stacks),
+        s.unwind
+    )?;
     for i in &s.issues {
         writeln!(w, "   note: {i}")?;
     }
@@ -40,16 +46,56 @@ pub fn write_text(w: &mut dyn Write, s: &SitesReport) -> io::Result<()> {
         Ok(())
     };
     if s.mode != "slow" {
-        writeln!(w, "   allocated {est}{} in {est}{} calls; live at the peak ({} at {}) {est}{}; never freed {est}{}",
-            units::bytes(s.total_alloc_bytes), units::count(s.total_alloc_calls), units::bytes(s.peak_bytes),
-            units::at(s.peak_at_ns), units::bytes(s.total_live_at_peak_bytes), units::bytes(s.total_leaked_bytes))?;
-        list(w, "by bytes allocated", &s.by_bytes, &[("bytes", |r| units::bytes(r.alloc_bytes)), ("calls", |r| units::count(r.alloc_calls))])?;
-        list(w, "by calls", &s.by_calls, &[("calls", |r| units::count(r.alloc_calls)), ("bytes", |r| units::bytes(r.alloc_bytes))])?;
-        list(w, "live at the peak", &s.live_at_peak, &[("bytes", |r| units::bytes(r.live_at_peak_bytes)), ("blocks", |r| units::count(r.live_at_peak_objects))])?;
-        list(w, "never freed", &s.leaked, &[("bytes", |r| units::bytes(r.leaked_bytes)), ("blocks", |r| units::count(r.leaked_objects))])?;
-        list(w, "time inside the allocator (timed calls)", &s.by_time, &[("time", |r| units::ns(r.timed_ns)), ("timed calls", |r| units::count(r.timed_calls))])?;
+        writeln!(
+            w,
+            "   allocated {est}{} in {est}{} calls; live at the peak ({} at {}) {est}{}; never freed {est}{}",
+            units::bytes(s.total_alloc_bytes),
+            units::count(s.total_alloc_calls),
+            units::bytes(s.peak_bytes),
+            units::at(s.peak_at_ns),
+            units::bytes(s.total_live_at_peak_bytes),
+            units::bytes(s.total_leaked_bytes)
+        )?;
+        list(
+            w,
+            "by bytes allocated",
+            &s.by_bytes,
+            &[("bytes", |r| units::bytes(r.alloc_bytes)), ("calls", |r| units::count(r.alloc_calls))],
+        )?;
+        list(
+            w,
+            "by calls",
+            &s.by_calls,
+            &[("calls", |r| units::count(r.alloc_calls)), ("bytes", |r| units::bytes(r.alloc_bytes))],
+        )?;
+        list(
+            w,
+            "live at the peak",
+            &s.live_at_peak,
+            &[
+                ("bytes", |r| units::bytes(r.live_at_peak_bytes)),
+                ("blocks", |r| units::count(r.live_at_peak_objects)),
+            ],
+        )?;
+        list(
+            w,
+            "never freed",
+            &s.leaked,
+            &[("bytes", |r| units::bytes(r.leaked_bytes)), ("blocks", |r| units::count(r.leaked_objects))],
+        )?;
+        list(
+            w,
+            "time inside the allocator (timed calls)",
+            &s.by_time,
+            &[("time", |r| units::ns(r.timed_ns)), ("timed calls", |r| units::count(r.timed_calls))],
+        )?;
     }
-    list(w, "slow calls", &s.slow, &[("slow calls", |r| units::count(r.slow_calls)), ("time", |r| units::ns(r.slow_ns))])?;
+    list(
+        w,
+        "slow calls",
+        &s.slow,
+        &[("slow calls", |r| units::count(r.slow_calls)), ("time", |r| units::ns(r.slow_ns))],
+    )?;
     if s.slow.is_empty() && s.mode == "slow" {
         writeln!(w, "   no slow calls")?;
     }

@@ -1,8 +1,8 @@
 //! The human report: for each section a heading and a few aligned tables with units.
 //! Everything here is rendered from [`Section`], the same data `--json` prints.
-use crate::analysis::Section;
 use super::tree::TreeRow;
 use super::units::{at, bytes, count, ns, pct, rate};
+use crate::analysis::Section;
 use std::io::{self, Write};
 
 /// Rows the report shows where the JSON has more.
@@ -15,9 +15,7 @@ struct Table {
 
 impl Table {
     fn new(head: &[&str]) -> Table {
-        Table {
-            rows: vec![head.iter().map(|s| s.to_string()).collect()],
-        }
+        Table { rows: vec![head.iter().map(|s| s.to_string()).collect()] }
     }
     fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
@@ -25,14 +23,7 @@ impl Table {
     fn write(&self, w: &mut dyn Write) -> io::Result<()> {
         let n = self.rows.iter().map(|r| r.len()).max().unwrap_or(0);
         let width: Vec<usize> = (0..n)
-            .map(|c| {
-                self.rows
-                    .iter()
-                    .filter_map(|r| r.get(c))
-                    .map(|s| s.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
+            .map(|c| self.rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
             .collect();
         for r in &self.rows {
             let mut line = String::from("   ");
@@ -59,7 +50,13 @@ pub const LARGEST: usize = 5;
 /// One log: its section. Several: the process tree, the total, then each process's section
 /// in the tree's order (`each`: all of them; otherwise the [`LARGEST`] by events, and a line
 /// saying how many were left out and how to see them).
-pub fn write(w: &mut dyn Write, sections: &[Section], total: &Section, tree: &[TreeRow], each: bool) -> io::Result<()> {
+pub fn write(
+    w: &mut dyn Write,
+    sections: &[Section],
+    total: &Section,
+    tree: &[TreeRow],
+    each: bool,
+) -> io::Result<()> {
     if sections.is_empty() {
         return section(w, total);
     }
@@ -108,11 +105,7 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     match (&s.log, &s.process) {
         (Some(log), Some(p)) => {
             writeln!(w, "== {log}")?;
-            let args = if p.cmdline.is_empty() {
-                p.exe.clone()
-            } else {
-                p.cmdline.join(" ")
-            };
+            let args = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
             writeln!(
                 w,
                 "   pid {} (parent {}{}) {args}",
@@ -145,11 +138,7 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             }
             writeln!(w, "   ended: {}", p.ended)
         }
-        _ => writeln!(
-            w,
-            "== total of {} processes (backends: {})",
-            s.processes, s.backend
-        ),
+        _ => writeln!(w, "== total of {} processes (backends: {})", s.processes, s.backend),
     }
 }
 
@@ -168,11 +157,7 @@ fn read(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         }
     )?;
     if r.calls_after_cut > 0 {
-        writeln!(
-            w,
-            "   {} calls made after the exit flush's cut are left out",
-            count(r.calls_after_cut)
-        )?;
+        writeln!(w, "   {} calls made after the exit flush's cut are left out", count(r.calls_after_cut))?;
     }
     for i in &r.issues {
         match &i.log {
@@ -209,13 +194,7 @@ fn totals(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     for d in t.dropped.when.iter().take(3) {
-        writeln!(
-            w,
-            "   dropped {} events on tid {} at {}",
-            count(d.events),
-            d.tid,
-            at(d.ts_ns)
-        )?;
+        writeln!(w, "   dropped {} events on tid {} at {}", count(d.events), d.tid, at(d.ts_ns))?;
     }
     writeln!(
         w,
@@ -245,7 +224,10 @@ fn totals(w: &mut dyn Write, s: &Section) -> io::Result<()> {
             ns(i.mean_age_ns)
         )?;
     } else if s.unknown_frees > 0 && s.process.as_ref().is_some_and(|p| p.forked) {
-        writeln!(w, "   (a fork child: give its parent's log too, and its frees of inherited blocks are matched)")?;
+        writeln!(
+            w,
+            "   (a fork child: give its parent's log too, and its frees of inherited blocks are matched)"
+        )?;
     }
     Ok(())
 }
@@ -256,17 +238,9 @@ fn sizes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     writeln!(w, "\nRequest sizes ({} distinct)", count(z.distinct))?;
     let mut tb = Table::new(&["size", "requests", "share", "bytes"]);
     for b in &z.buckets {
-        let range = if b.from == b.to {
-            bytes(b.from)
-        } else {
-            format!("{} - {}", bytes(b.from), bytes(b.to))
-        };
-        tb.row(vec![
-            range,
-            count(b.requests),
-            pct(ratio(b.requests, all)),
-            bytes(b.bytes),
-        ]);
+        let range =
+            if b.from == b.to { bytes(b.from) } else { format!("{} - {}", bytes(b.from), bytes(b.to)) };
+        tb.row(vec![range, count(b.requests), pct(ratio(b.requests, all)), bytes(b.bytes)]);
     }
     tb.write(w)?;
     let top: Vec<String> = z
@@ -282,27 +256,15 @@ fn sizes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 }
 
 fn slop(w: &mut dyn Write, s: &Section) -> io::Result<()> {
-    writeln!(
-        w,
-        "\nSize-class waste (slop: class size - requested, classes asked of each backend)"
-    )?;
-    let mut tb = Table::new(&[
-        "backend",
-        "over the run",
-        "share",
-        "at peak",
-        "share",
-        "worst class",
-    ]);
+    writeln!(w, "\nSize-class waste (slop: class size - requested, classes asked of each backend)")?;
+    let mut tb = Table::new(&["backend", "over the run", "share", "at peak", "share", "worst class"]);
     for b in s.slop.values() {
         let worst = b
             .classes
             .iter()
             .max_by_key(|c| c.slop_bytes)
             .filter(|c| c.slop_bytes > 0)
-            .map_or("-".into(), |c| {
-                format!("{} ({})", bytes(c.class_bytes), bytes(c.slop_bytes))
-            });
+            .map_or("-".into(), |c| format!("{} ({})", bytes(c.class_bytes), bytes(c.slop_bytes)));
         tb.row(vec![
             format!("{} {}", b.backend, b.version),
             bytes(b.slop_bytes),
@@ -329,20 +291,8 @@ fn lifetimes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     )?;
     let b = &l.allocs_between;
     let mut tb = Table::new(&["", "p50", "p90", "p99", "max"]);
-    tb.row(vec![
-        "time alive".into(),
-        ns(l.p50_ns),
-        ns(l.p90_ns),
-        ns(l.p99_ns),
-        ns(l.max_ns),
-    ]);
-    tb.row(vec![
-        "allocations in between".into(),
-        count(b.p50),
-        count(b.p90),
-        count(b.p99),
-        count(b.max),
-    ]);
+    tb.row(vec!["time alive".into(), ns(l.p50_ns), ns(l.p90_ns), ns(l.p99_ns), ns(l.max_ns)]);
+    tb.row(vec!["allocations in between".into(), count(b.p50), count(b.p90), count(b.p99), count(b.max)]);
     tb.write(w)?;
     let never: Vec<String> = l
         .never_freed_by_size
@@ -359,20 +309,9 @@ fn lifetimes(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     let t = &s.threads_detail;
     writeln!(w, "\nThreads")?;
-    let mut tb = Table::new(&[
-        "tid",
-        "allocs",
-        "frees",
-        "allocated",
-        "cross-thread frees",
-        "dropped",
-    ]);
+    let mut tb = Table::new(&["tid", "allocs", "frees", "allocated", "cross-thread frees", "dropped"]);
     for r in t.per_thread.iter().take(ROWS) {
-        let tid = if s.processes > 1 {
-            format!("{}/{}", r.pid, r.tid)
-        } else {
-            r.tid.to_string()
-        };
+        let tid = if s.processes > 1 { format!("{}/{}", r.pid, r.tid) } else { r.tid.to_string() };
         tb.row(vec![
             tid,
             count(r.allocs),
@@ -384,11 +323,7 @@ fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     }
     tb.write(w)?;
     if t.per_thread.len() > ROWS {
-        writeln!(
-            w,
-            "   ... {} more threads in --json",
-            t.per_thread.len() - ROWS
-        )?;
+        writeln!(w, "   ... {} more threads in --json", t.per_thread.len() - ROWS)?;
     }
     let c = &t.cross_thread_frees;
     let pairs: Vec<String> = c
@@ -402,11 +337,7 @@ fn threads(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         "   cross-thread frees: {} ({} of frees){}{}",
         count(c.count),
         pct(c.share),
-        if pairs.is_empty() {
-            ""
-        } else {
-            "; made -> freed by: "
-        },
+        if pairs.is_empty() { "" } else { "; made -> freed by: " },
         pairs.join(", ")
     )?;
     let b = &t.free_bursts;
@@ -457,13 +388,7 @@ fn memory(w: &mut dyn Write, s: &Section) -> io::Result<()> {
         ),
         None => String::new(),
     };
-    writeln!(
-        w,
-        "   peak live {} at {}{}",
-        bytes(s.peak_live_bytes),
-        at(s.peak_live_at_ns),
-        peak
-    )?;
+    writeln!(w, "   peak live {} at {}{}", bytes(s.peak_live_bytes), at(s.peak_live_at_ns), peak)?;
     if let Some(r) = &m.rss_at_end {
         writeln!(
             w,
@@ -478,11 +403,7 @@ fn memory(w: &mut dyn Write, s: &Section) -> io::Result<()> {
 
 fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     let l = &s.latency;
-    writeln!(
-        w,
-        "\nTime inside the allocator ({} timed calls)",
-        count(l.timed_calls)
-    )?;
+    writeln!(w, "\nTime inside the allocator ({} timed calls)", count(l.timed_calls))?;
     if l.timed_calls == 0 {
         return Ok(());
     }
@@ -504,11 +425,7 @@ fn latency(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     writeln!(w, "   slowest calls ({} in --json):", l.slowest.len())?;
     let mut tb = Table::new(&["op", "inside", "at", "tid", "size", "freed"]);
     for c in l.slowest.iter().take(ROWS) {
-        let tid = if s.processes > 1 {
-            format!("{}/{}", c.pid, c.tid)
-        } else {
-            c.tid.to_string()
-        };
+        let tid = if s.processes > 1 { format!("{}/{}", c.pid, c.tid) } else { c.tid.to_string() };
         tb.row(vec![
             c.op.into(),
             ns(c.backend_ns),
@@ -535,6 +452,10 @@ fn own_allocator(a: &recorder::format::OwnAllocator, backend: &str, exe: &str) -
         "switched" => format!("switched to {backend}"),
         _ => format!("not recorded: {}", a.note),
     };
-    let note = if a.mode != "untouched" && !a.note.is_empty() { format!(" ({})", a.note) } else { String::new() };
-    format!("the program's own {}{version} ({prefix}, {place}, {} entry points), {what}{note}", a.family, a.entry_points)
+    let note =
+        if a.mode != "untouched" && !a.note.is_empty() { format!(" ({})", a.note) } else { String::new() };
+    format!(
+        "the program's own {}{version} ({prefix}, {place}, {} entry points), {what}{note}",
+        a.family, a.entry_points
+    )
 }

@@ -2,8 +2,8 @@
 //! events, peak live, peak RSS, how it ended), roots first and each process's children
 //! beneath it. `stats` opens with it (text) and carries it as `tree` (--json); `shimlog
 //! record` prints the same order from the logs' headers (record/summary.rs uses [`order`]).
-use crate::analysis::Section;
 use super::units::{bytes, count, ns};
+use crate::analysis::Section;
 use recorder::Ending;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -49,7 +49,13 @@ pub fn order(procs: &[(u32, u32)]) -> Vec<(usize, usize)> {
     out
 }
 
-fn walk(procs: &[(u32, u32)], pid: u32, depth: usize, done: &mut BTreeSet<u32>, out: &mut Vec<(usize, usize)>) {
+fn walk(
+    procs: &[(u32, u32)],
+    pid: u32,
+    depth: usize,
+    done: &mut BTreeSet<u32>,
+    out: &mut Vec<(usize, usize)>,
+) {
     if !done.insert(pid) {
         return;
     }
@@ -75,7 +81,10 @@ pub fn ended(e: &Ending) -> String {
 /// The program's name (its executable's file name), marked when a fork child or a capture
 /// window's log.
 pub fn program(exe: &str, forked: bool, window: Option<u32>) -> String {
-    let mut s = Path::new(exe).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| exe.to_string());
+    let mut s = Path::new(exe)
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| exe.to_string());
     if forked {
         s.push_str(" (fork)");
     }
@@ -100,7 +109,9 @@ pub fn rows(sections: &[Section]) -> Vec<TreeRow> {
             let i = idx[k];
             let s = &sections[i];
             let (program, ended) = match &s.process {
-                Some(p) => (program(&p.exe, p.forked, s.watch.as_ref().map(|w| w.window)), self::ended(&p.ended)),
+                Some(p) => {
+                    (program(&p.exe, p.forked, s.watch.as_ref().map(|w| w.window)), self::ended(&p.ended))
+                }
                 None => (String::new(), String::new()),
             };
             TreeRow {
@@ -137,7 +148,8 @@ pub fn write(w: &mut dyn Write, rows: &[TreeRow]) -> io::Result<()> {
             r.ended.clone(),
         ]);
     }
-    let width: Vec<usize> = (0..8).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let width: Vec<usize> =
+        (0..8).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     for r in &cells {
         let mut line = String::from("  ");
         for (c, cell) in r.iter().enumerate() {

@@ -39,13 +39,28 @@ pub fn write(w: &mut dyn Write, r: &WatchReport, unknown_frees: u64) -> io::Resu
     }
     writeln!(w, "   stalls (calls inside the allocator over SHIM_STALL): {}", count(r.stalls))?;
     for s in &r.slowest_stalls {
-        writeln!(w, "      at {:>10}  thread {:>7}  {:<14} at least {}", at(s.at_ns), s.tid, s.call, ns(s.ns))?;
+        writeln!(
+            w,
+            "      at {:>10}  thread {:>7}  {:<14} at least {}",
+            at(s.at_ns),
+            s.tid,
+            s.call,
+            ns(s.ns)
+        )?;
     }
     if !r.allocator_stats.is_empty() {
         writeln!(w, "   allocator statistics      last        min        max  samples")?;
         for (name, s) in &r.allocator_stats {
             let f = |v: u64| if *name == "page_faults" { count(v) } else { bytes(v) };
-            writeln!(w, "   {:<18} {:>11} {:>10} {:>10}  {}", name, f(s.last), f(s.min), f(s.max), count(s.samples))?;
+            writeln!(
+                w,
+                "   {:<18} {:>11} {:>10} {:>10}  {}",
+                name,
+                f(s.last),
+                f(s.min),
+                f(s.max),
+                count(s.samples)
+            )?;
         }
     }
     writeln!(

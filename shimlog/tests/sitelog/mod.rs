@@ -50,8 +50,18 @@ pub fn shimlog_main() -> (String, u64) {
     let f = object::File::parse(&*data).expect("parse shimlog");
     let main = f
         .symbols()
-        .find(|s| s.kind() == SymbolKind::Text && s.size() > 16 && s.name().is_ok_and(|n| n.starts_with("_ZN7shimlog4main")))
-        .or_else(|| f.symbols().find(|s| s.kind() == SymbolKind::Text && s.size() > 16 && s.name().is_ok_and(|n| n.starts_with("_ZN7shimlog"))))
+        .find(|s| {
+            s.kind() == SymbolKind::Text
+                && s.size() > 16
+                && s.name().is_ok_and(|n| n.starts_with("_ZN7shimlog4main"))
+        })
+        .or_else(|| {
+            f.symbols().find(|s| {
+                s.kind() == SymbolKind::Text
+                    && s.size() > 16
+                    && s.name().is_ok_and(|n| n.starts_with("_ZN7shimlog"))
+            })
+        })
         .expect("a function of shimlog's in its symbols")
         .address();
     (path, main + 9)

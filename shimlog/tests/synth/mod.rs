@@ -45,20 +45,11 @@ impl Log {
         let mut w = LogWriter::new(fd, 3).expect("writer");
         let reserved = write_header(fd, h).expect("header");
         w.note_header(reserved);
-        Log {
-            path,
-            w,
-            bufs: BTreeMap::new(),
-            streams: BTreeMap::new(),
-            last_ts: 0,
-        }
+        Log { path, w, bufs: BTreeMap::new(), streams: BTreeMap::new(), last_ts: 0 }
     }
 
     fn push(&mut self, stream: u32, op: Op, ts: u64, a: Args, bt: Option<u64>) {
-        let b = self
-            .bufs
-            .entry(stream)
-            .or_insert_with(|| Buf::new_boxed(stream));
+        let b = self.bufs.entry(stream).or_insert_with(|| Buf::new_boxed(stream));
         if !b.has_room() {
             self.w.write_buf(b).expect("write frame");
             b.reset(stream);
@@ -74,16 +65,7 @@ impl Log {
         }
         let s = self.streams.len() as u32 + 1;
         self.streams.insert(tid, s);
-        self.push(
-            s,
-            Op::ThreadStart,
-            ts,
-            Args {
-                value: tid as u64,
-                ..Default::default()
-            },
-            None,
-        );
+        self.push(s, Op::ThreadStart, ts, Args { value: tid as u64, ..Default::default() }, None);
         s
     }
 
@@ -97,30 +79,11 @@ impl Log {
     }
 
     pub fn malloc(&mut self, tid: u32, ts: u64, size: u64, ptr: u64) {
-        self.call(
-            tid,
-            ts,
-            Op::Malloc,
-            Args {
-                size,
-                ptr,
-                ..Default::default()
-            },
-            None,
-        );
+        self.call(tid, ts, Op::Malloc, Args { size, ptr, ..Default::default() }, None);
     }
 
     pub fn free(&mut self, tid: u32, ts: u64, ptr: u64) {
-        self.call(
-            tid,
-            ts,
-            Op::Free,
-            Args {
-                ptr,
-                ..Default::default()
-            },
-            None,
-        );
+        self.call(tid, ts, Op::Free, Args { ptr, ..Default::default() }, None);
     }
 
     pub fn thread_record(&mut self, tid: u32, ts: u64, op: Op, value: u64) {
@@ -140,10 +103,7 @@ impl Log {
 
     /// A record whose one field is its value, on stream `s`.
     fn value_record(&mut self, s: u32, ts: u64, op: Op, value: u64) {
-        let a = Args {
-            value,
-            ..Default::default()
-        };
+        let a = Args { value, ..Default::default() };
         self.push(s, op, ts, a, None);
     }
 
@@ -166,10 +126,7 @@ impl Log {
 
 /// Runs the real shimlog binary.
 pub fn shimlog(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_shimlog"))
-        .args(args)
-        .output()
-        .expect("run shimlog")
+    std::process::Command::new(env!("CARGO_BIN_EXE_shimlog")).args(args).output().expect("run shimlog")
 }
 
 /// `shimlog stats --json ARGS...`, parsed; panics with stderr when it fails.
@@ -177,11 +134,7 @@ pub fn stats_json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["stats", "--json"];
     a.extend_from_slice(args);
     let o = shimlog(&a);
-    assert!(
-        o.status.success(),
-        "shimlog {a:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "shimlog {a:?} failed: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).expect("stats --json prints one JSON document")
 }
 
@@ -195,8 +148,7 @@ pub fn dir(name: &str) -> String {
 
 /// A number of the --json output, which must be an unsigned one.
 pub fn u(v: &serde_json::Value) -> u64 {
-    v.as_u64()
-        .unwrap_or_else(|| panic!("not an unsigned number: {v}"))
+    v.as_u64().unwrap_or_else(|| panic!("not an unsigned number: {v}"))
 }
 
 /// One step of xorshift64: deterministic test data.

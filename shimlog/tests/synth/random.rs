@@ -49,7 +49,8 @@ pub fn workload(path: &str, pid: u32, start_mono_ns: u64, threads: u32, calls: u
     for i in 0..calls {
         ts += 1 + r.below(40);
         let t = tids[r.below(threads as u64) as usize];
-        let bt = (r.below(3) == 0).then(|| 20 + r.below(100) * r.below(30) + if r.below(200) == 0 { 50_000 } else { 0 });
+        let bt = (r.below(3) == 0)
+            .then(|| 20 + r.below(100) * r.below(30) + if r.below(200) == 0 { 50_000 } else { 0 });
         let size = match r.below(10) {
             0..=5 => 8 + r.below(120),
             6..=8 => 128 + r.below(4000),
@@ -62,7 +63,13 @@ pub fn workload(path: &str, pid: u32, start_mono_ns: u64, threads: u32, calls: u
             live.push(p);
         } else if k < 45 {
             let p = addr(&mut r, &mut freed);
-            l.call(t, ts, Op::Calloc, Args { count: 1 + r.below(8), size: 1 + size / 8, ptr: p, ..Default::default() }, bt);
+            l.call(
+                t,
+                ts,
+                Op::Calloc,
+                Args { count: 1 + r.below(8), size: 1 + size / 8, ptr: p, ..Default::default() },
+                bt,
+            );
             live.push(p);
         } else if k < 48 {
             let p = addr(&mut r, &mut freed) & !0xfff;

@@ -82,7 +82,11 @@ pub(super) fn class_of(size: u64) -> usize {
     let s = size.wrapping_sub(1).max(1024);
     let b = 63 - s.leading_zeros();
     let large = (64 + (b as usize - 10) * 8 + ((s >> (b - 3)) & 7) as usize).min(CLASSES - 1);
-    if size <= 1024 { small } else { large }
+    if size <= 1024 {
+        small
+    } else {
+        large
+    }
 }
 
 #[inline(always)]
@@ -96,7 +100,15 @@ pub(super) fn sel(c: bool, a: u64, b: u64) -> u64 {
 /// kind. The model moves on as in [`general`]'s paths: the released block first, then the
 /// new one.
 #[inline(always)]
-pub(super) fn common(m: &mut Model, allocs: &mut Vec<(u64, u64)>, v: &Vals, at: &mut At, kind: u16, class_alloc: bool, bad: &mut bool) -> RawArgs {
+pub(super) fn common(
+    m: &mut Model,
+    allocs: &mut Vec<(u64, u64)>,
+    v: &Vals,
+    at: &mut At,
+    kind: u16,
+    class_alloc: bool,
+    bad: &mut bool,
+) -> RawArgs {
     let has = |k: u16| kind & k != 0;
     let size = sel(has(K_SIZE), v.size[at.size], 0);
     at.size += has(K_SIZE) as usize;
@@ -193,7 +205,14 @@ pub(super) fn free(m: &mut Model, allocs: &[(u64, u64)], v: &Vals, at: &mut At, 
 
 /// Any other record (the thread's and process's own, verbatim allocation records).
 #[cold]
-pub(super) fn general(m: &mut Model, v: &Vals, at: &mut At, tag: u8, op: Op, class_alloc: bool) -> Result<RawArgs, String> {
+pub(super) fn general(
+    m: &mut Model,
+    v: &Vals,
+    at: &mut At,
+    tag: u8,
+    op: Op,
+    class_alloc: bool,
+) -> Result<RawArgs, String> {
     let mut a = RawArgs::default();
     if op.is_alloc_family() {
         alloc_fields(m, v, at, op, tag & COL_VERBATIM != 0, class_alloc, &mut a)?;
@@ -210,7 +229,15 @@ pub(super) fn general(m: &mut Model, v: &Vals, at: &mut At, tag: u8, op: Op, cla
 
 /// An allocation-family record other than a plain malloc or free.
 #[inline(always)]
-pub(super) fn alloc_fields(m: &mut Model, v: &Vals, at: &mut At, op: Op, verbatim: bool, class_alloc: bool, a: &mut RawArgs) -> Result<(), String> {
+pub(super) fn alloc_fields(
+    m: &mut Model,
+    v: &Vals,
+    at: &mut At,
+    op: Op,
+    verbatim: bool,
+    class_alloc: bool,
+    a: &mut RawArgs,
+) -> Result<(), String> {
     let frees = op.is_free();
     for f in op.layout() {
         match f {

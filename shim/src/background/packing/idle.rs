@@ -32,7 +32,15 @@ impl IdleCores {
                 }
             }
             let hz = libc::sysconf(libc::_SC_CLK_TCK);
-            let mut s = IdleCores { fd, allowed, hz: if hz > 0 { hz as f64 } else { 100.0 }, last_ns: mono_ns, last_idle: 0, buf: vec![0; 64 << 10], failures: 0 };
+            let mut s = IdleCores {
+                fd,
+                allowed,
+                hz: if hz > 0 { hz as f64 } else { 100.0 },
+                last_ns: mono_ns,
+                last_idle: 0,
+                buf: vec![0; 64 << 10],
+                failures: 0,
+            };
             match s.read() {
                 Some(idle) => s.last_idle = idle,
                 None => {
@@ -92,7 +100,10 @@ fn idle_ticks(text: &[u8], allowed: impl Fn(usize) -> bool) -> Option<u64> {
     let mut any = false;
     for line in text.split(|&b| b == b'\n') {
         // "cpuN ...", not the total line "cpu  ...".
-        let Some(rest) = line.strip_prefix(b"cpu").filter(|r| r.first().is_some_and(u8::is_ascii_digit)) else { continue };
+        let Some(rest) = line.strip_prefix(b"cpu").filter(|r| r.first().is_some_and(u8::is_ascii_digit))
+        else {
+            continue;
+        };
         let mut fields = rest.split(|&b| b == b' ').filter(|f| !f.is_empty());
         let Some(cpu) = fields.next().and_then(number) else { continue };
         if !allowed(cpu as usize) {
@@ -112,7 +123,13 @@ fn number(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 19 {
         return None;
     }
-    b.iter().try_fold(0u64, |n, &c| if c.is_ascii_digit() { n.checked_mul(10)?.checked_add((c - b'0') as u64) } else { None })
+    b.iter().try_fold(0u64, |n, &c| {
+        if c.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add((c - b'0') as u64)
+        } else {
+            None
+        }
+    })
 }
 
 #[cfg(test)]

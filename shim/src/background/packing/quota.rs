@@ -78,12 +78,15 @@ mod tests {
     fn v1_and_v2_files_and_keys() {
         let c = candidates("12:cpu,cpuacct:/kubepods/pod1/\n0::/user.slice/app\n4:memory:/x\n");
         let paths: Vec<_> = c.iter().map(|(p, k, u)| (p.as_str(), *k, *u)).collect();
-        assert_eq!(paths, [
-            ("/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
-            ("/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
-            ("/sys/fs/cgroup/cpuacct,cpu/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
-            ("/sys/fs/cgroup/user.slice/app/cpu.stat", &b"throttled_usec"[..], 1000),
-        ]);
+        assert_eq!(
+            paths,
+            [
+                ("/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
+                ("/sys/fs/cgroup/cpu,cpuacct/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
+                ("/sys/fs/cgroup/cpuacct,cpu/kubepods/pod1/cpu.stat", &b"throttled_time"[..], 1),
+                ("/sys/fs/cgroup/user.slice/app/cpu.stat", &b"throttled_usec"[..], 1000),
+            ]
+        );
         assert_eq!(candidates("0::/\n")[0].0, "/sys/fs/cgroup/cpu.stat");
     }
 

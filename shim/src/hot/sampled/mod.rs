@@ -77,7 +77,15 @@ pub fn alloc(op: Op, a: Args, call: impl FnOnce() -> *mut c_void) -> *mut c_void
 
 #[cold]
 #[inline(never)]
-fn after_alloc(st: &mut ThreadState, op: Op, mut a: Args, p: *mut c_void, taken: bool, slow: bool, old_sampled: bool) {
+fn after_alloc(
+    st: &mut ThreadState,
+    op: Op,
+    mut a: Args,
+    p: *mut c_void,
+    taken: bool,
+    slow: bool,
+    old_sampled: bool,
+) {
     let ts = clock::after();
     let bt = if slow { backend_ticks(st, 0, true, ts) } else { None };
     let slow = crate::stacks::is_slow(bt);

@@ -85,7 +85,8 @@ mod tests {
         }
         // Nine addresses of one bucket: the ninth is refused, and nothing is lost.
         let b = bucket(base);
-        let same: Vec<u64> = (0..1u64 << 24).map(|i| base + i * 16).filter(|&p| bucket(p) == b).take(9).collect();
+        let same: Vec<u64> =
+            (0..1u64 << 24).map(|i| base + i * 16).filter(|&p| bucket(p) == b).take(9).collect();
         assert_eq!(same.len(), 9);
         for &p in &same[..8] {
             assert!(insert(p));
@@ -102,7 +103,8 @@ mod tests {
     fn threads_race_on_one_bucket() {
         let base = 0x7d00_0000_0000u64;
         let b = bucket(base);
-        let same: Vec<u64> = (0..1u64 << 24).map(|i| base + i * 16).filter(|&p| bucket(p) == b).take(8).collect();
+        let same: Vec<u64> =
+            (0..1u64 << 24).map(|i| base + i * 16).filter(|&p| bucket(p) == b).take(8).collect();
         std::thread::scope(|s| {
             for t in 0..4 {
                 let mine = [same[2 * t], same[2 * t + 1]];

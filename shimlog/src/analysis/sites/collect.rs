@@ -110,7 +110,10 @@ impl Collector {
     pub fn new(h: &recorder::format::Header, light: bool) -> Collector {
         let sample = h.stacks.as_deref() == Some("sample");
         Collector {
-            c: Collected { mean: if sample { h.sample_bytes.filter(|&m| m > 0) } else { None }, ..Default::default() },
+            c: Collected {
+                mean: if sample { h.sample_bytes.filter(|&m| m > 0) } else { None },
+                ..Default::default()
+            },
             light,
             heap: FxHashMap::default(),
             live_total: 0,
@@ -246,7 +249,8 @@ impl Collector {
         for (id, pcs) in &c.stacks {
             let want = c.depth.get(id).copied().unwrap_or(0);
             if pcs.len() as u64 != want {
-                c.issues.push(format!("stack {id} is corrupt: {} of its {want} frames in the log", pcs.len()));
+                c.issues
+                    .push(format!("stack {id} is corrupt: {} of its {want} frames in the log", pcs.len()));
             }
         }
         for m in &mut c.mappings {
@@ -274,7 +278,14 @@ pub fn collect(r: &LogReader) -> Collected {
     k.finish(None)
 }
 
-fn site(c: &mut Collected, heap: &mut FxHashMap<u64, Live>, call: &Event, id: u32, flags: u64, pending: &mut Option<u64>) {
+fn site(
+    c: &mut Collected,
+    heap: &mut FxHashMap<u64, Live>,
+    call: &Event,
+    id: u32,
+    flags: u64,
+    pending: &mut Option<u64>,
+) {
     let epoch = c.epoch;
     let t = c.sites.entry(id).or_default();
     if flags & site_flags::SLOW != 0 {

@@ -12,7 +12,7 @@ mod profile;
 mod rank;
 mod symbols;
 
-pub use folded::{folded, By, Folded};
 pub use collect::{light, Collector};
+pub use folded::{folded, By, Folded};
 pub use profile::{has_stacks, profile, profile_of, Profile};
 pub use rank::{SiteRow, SitesReport};

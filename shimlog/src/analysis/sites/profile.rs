@@ -59,10 +59,30 @@ pub fn profile_of(c: Collected, r: &LogReader, binaries: Option<&Path>) -> Profi
 /// allocation layers): the site is the first frame past them.
 pub fn is_wrapper(f: &str) -> bool {
     const P: &[&str] = &[
-        "malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
-        "operator new", "operator delete", "__rust_alloc", "__rust_realloc", "__rust_alloc_zeroed",
-        "__rdl_", "__rg_", "alloc::", "<alloc::", "std::sys::alloc", "std::sys::pal", "std::alloc",
-        "<std::alloc", "core::", "<core::", "_ZN5alloc", "__rustc::",
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "posix_memalign",
+        "aligned_alloc",
+        "memalign",
+        "operator new",
+        "operator delete",
+        "__rust_alloc",
+        "__rust_realloc",
+        "__rust_alloc_zeroed",
+        "__rdl_",
+        "__rg_",
+        "alloc::",
+        "<alloc::",
+        "std::sys::alloc",
+        "std::sys::pal",
+        "std::alloc",
+        "<std::alloc",
+        "core::",
+        "<core::",
+        "_ZN5alloc",
+        "__rustc::",
     ];
     // A Rust global allocator's own layer (tikv-jemallocator, mimalloc, any other crate's).
     // Also a trait impl of alloc's (`<u8 as alloc::vec::spec_from_elem::SpecFromElem>`, vec![x; n])
@@ -85,13 +105,25 @@ mod tests {
 
     #[test]
     fn allocator_layers_are_not_sites() {
-        for f in ["malloc", "operator new(unsigned long)", "__rust_alloc", "__rustc::__rust_realloc", "alloc::raw_vec::finish_grow",
+        for f in [
+            "malloc",
+            "operator new(unsigned long)",
+            "__rust_alloc",
+            "__rustc::__rust_realloc",
+            "alloc::raw_vec::finish_grow",
             "<tikv_jemallocator::Jemalloc as core::alloc::global::GlobalAlloc>::alloc",
             "<mimalloc::MiMalloc as core::alloc::global::GlobalAlloc>::realloc",
-            "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem", "hashbrown::raw::alloc::inner::do_alloc"] {
+            "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
+            "hashbrown::raw::alloc::inner::do_alloc",
+        ] {
             assert!(is_wrapper(f), "{f}");
         }
-        for f in ["validator::bank::execute", "b", "PyObject_Malloc", "std::collections::hash::map::HashMap<K,V>::insert"] {
+        for f in [
+            "validator::bank::execute",
+            "b",
+            "PyObject_Malloc",
+            "std::collections::hash::map::HashMap<K,V>::insert",
+        ] {
             assert!(!is_wrapper(f), "{f}");
         }
     }

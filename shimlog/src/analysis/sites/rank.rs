@@ -76,10 +76,14 @@ impl SitesReport {
         let mut rows: FxHashMap<(String, String), (SiteRow, f64, [f64; 6])> = FxHashMap::default();
         for (&id, t) in &p.c.sites {
             let (function, object, location) = match site_frame(p, id) {
-                Some(f) => (f.function.clone(), f.object.clone(), f.file.as_ref().map(|file| match f.line {
-                    Some(l) => format!("{}:{l}", short(file)),
-                    None => short(file).to_string(),
-                })),
+                Some(f) => (
+                    f.function.clone(),
+                    f.object.clone(),
+                    f.file.as_ref().map(|file| match f.line {
+                        Some(l) => format!("{}:{l}", short(file)),
+                        None => short(file).to_string(),
+                    }),
+                ),
                 None if id == 0 => ("[stack table full]".into(), "?".into(), None),
                 None => (format!("[stack {id}: not in the log]"), "?".into(), None),
             };

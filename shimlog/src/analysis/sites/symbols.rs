@@ -46,7 +46,13 @@ fn build_id_of(path: &Path) -> Option<String> {
 
 impl<'a> Symbols<'a> {
     pub fn new(mappings: &'a [Mapping], binaries: Option<&Path>) -> Symbols<'a> {
-        Symbols { mappings, binaries: binaries.map(Path::to_path_buf), loaders: FxHashMap::default(), cache: FxHashMap::default(), issues: Vec::new() }
+        Symbols {
+            mappings,
+            binaries: binaries.map(Path::to_path_buf),
+            loaders: FxHashMap::default(),
+            cache: FxHashMap::default(),
+            issues: Vec::new(),
+        }
     }
 
     fn mapping_of(&self, pc: u64) -> Option<usize> {
@@ -71,7 +77,12 @@ impl<'a> Symbols<'a> {
             if !m.build_id.is_empty() {
                 match build_id_of(c) {
                     Some(id) if id != m.build_id => {
-                        mismatch = Some(format!("{} has build id {id}, the log's {} is {}", c.display(), m.path, m.build_id));
+                        mismatch = Some(format!(
+                            "{} has build id {id}, the log's {} is {}",
+                            c.display(),
+                            m.path,
+                            m.build_id
+                        ));
                         continue;
                     }
                     _ => {}
@@ -80,7 +91,10 @@ impl<'a> Symbols<'a> {
             match addr2line::Loader::new(c) {
                 Ok(l) => return Some(l),
                 Err(e) => {
-                    self.issues.push(format!("cannot read symbols of {}: {e}; its frames are shown as addresses", c.display()));
+                    self.issues.push(format!(
+                        "cannot read symbols of {}: {e}; its frames are shown as addresses",
+                        c.display()
+                    ));
                     return None;
                 }
             }
@@ -104,7 +118,13 @@ impl<'a> Symbols<'a> {
 
     fn lookup(&mut self, pc: u64) -> Vec<Frame> {
         let Some(i) = self.mapping_of(pc) else {
-            return vec![Frame { function: format!("{pc:#x}"), file: None, line: None, inlined: false, object: "?".into() }];
+            return vec![Frame {
+                function: format!("{pc:#x}"),
+                file: None,
+                line: None,
+                inlined: false,
+                object: "?".into(),
+            }];
         };
         if !self.loaders.contains_key(&i) {
             let l = self.open(i);
@@ -114,12 +134,23 @@ impl<'a> Symbols<'a> {
         let object = base_name(&m.path);
         // A return address: the call is the byte before it.
         let probe = pc.wrapping_sub(m.bias).wrapping_sub(1);
-        let unknown = || vec![Frame { function: format!("{object}+{probe:#x}"), file: None, line: None, inlined: false, object: object.clone() }];
+        let unknown = || {
+            vec![Frame {
+                function: format!("{object}+{probe:#x}"),
+                file: None,
+                line: None,
+                inlined: false,
+                object: object.clone(),
+            }]
+        };
         let Some(Some(l)) = self.loaders.get(&i) else { return unknown() };
         let mut out = Vec::new();
         if let Ok(mut it) = l.find_frames(probe) {
             while let Ok(Some(f)) = it.next() {
-                let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok().map(|s| s.into_owned())) else { continue };
+                let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok().map(|s| s.into_owned()))
+                else {
+                    continue;
+                };
                 let (file, line) = match &f.location {
                     Some(loc) => (loc.file.map(str::to_string), loc.line),
                     None => (None, None),

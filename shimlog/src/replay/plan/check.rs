@@ -94,7 +94,10 @@ fn simulate(meta: &PlanMeta, file: &File) -> Result<(), String> {
                         }
                         let needs_full = matches!(a, Action::Realloc | Action::Free);
                         if full[k] != needs_full {
-                            return Err(format!("thread {t} op {} ({a:?}) finds slot {k} full={}", at[t], full[k]));
+                            return Err(format!(
+                                "thread {t} op {} ({a:?}) finds slot {k} full={}",
+                                at[t], full[k]
+                            ));
                         }
                         full[k] = a != Action::Free;
                         if o.notify {
@@ -104,7 +107,10 @@ fn simulate(meta: &PlanMeta, file: &File) -> Result<(), String> {
                     }
                 }
                 if alive > meta.peak_threads {
-                    return Err(format!("{alive} threads alive at once, the log had at most {}", meta.peak_threads));
+                    return Err(format!(
+                        "{alive} threads alive at once, the log had at most {}",
+                        meta.peak_threads
+                    ));
                 }
                 at[t] += 1;
                 progressed = true;
@@ -112,7 +118,10 @@ fn simulate(meta: &PlanMeta, file: &File) -> Result<(), String> {
         }
         if control_at == meta.control.len() && (0..n).all(|t| started[t] && ended(&at, t)) {
             if life != meta.lifecycle_events {
-                return Err(format!("{life} thread starts and exits made, the plan has {}", meta.lifecycle_events));
+                return Err(format!(
+                    "{life} thread starts and exits made, the plan has {}",
+                    meta.lifecycle_events
+                ));
             }
             return Ok(());
         }

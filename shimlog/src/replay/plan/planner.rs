@@ -28,8 +28,8 @@
 use super::*;
 use crate::replay::run::measure::{slop_report, Slop};
 use recorder::{Event, LogReader, Op};
-use shim_backend::Backend;
 use rustc_hash::FxHashMap;
+use shim_backend::Backend;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -71,18 +71,10 @@ struct ThreadBuild {
 }
 
 /// Builds the plan into `file`; `progress` is called now and then with compressed bytes read.
-pub fn build(
-    reader: &LogReader,
-    file: &mut File,
-    mut progress: impl FnMut(u64),
-) -> Result<PlanMeta, String> {
+pub fn build(reader: &LogReader, file: &mut File, mut progress: impl FnMut(u64)) -> Result<PlanMeta, String> {
     let mut p = Planner {
         meta: PlanMeta {
-            page_size: if reader.header.page_size.is_power_of_two() {
-                reader.header.page_size
-            } else {
-                4096
-            },
+            page_size: if reader.header.page_size.is_power_of_two() { reader.header.page_size } else { 4096 },
             ..PlanMeta::default()
         },
         live: FxHashMap::default(),
@@ -120,7 +112,10 @@ pub fn build(
         p.meta.issues.push(i.to_string());
     }
     if !events.clean_end {
-        p.meta.issues.push("the log has no end record: the program did not close it cleanly (killed, or still running)".into());
+        p.meta.issues.push(
+            "the log has no end record: the program did not close it cleanly (killed, or still running)"
+                .into(),
+        );
     }
     p.finish()
 }
@@ -462,17 +457,9 @@ impl Planner<'_> {
                 meta.ops.insert(op.name().to_string(), c);
             }
         }
-        meta.slop = self
-            .slop
-            .iter()
-            .zip(Backend::ALL)
-            .map(|(s, b)| (b.name().to_string(), slop_report(s)))
-            .collect();
-        meta.threads = self
-            .threads
-            .into_iter()
-            .map(|t| ThreadPlan { exited: t.exited, ..t.plan })
-            .collect();
+        meta.slop =
+            self.slop.iter().zip(Backend::ALL).map(|(s, b)| (b.name().to_string(), slop_report(s))).collect();
+        meta.threads = self.threads.into_iter().map(|t| ThreadPlan { exited: t.exited, ..t.plan }).collect();
         Ok(meta)
     }
 }

@@ -9,9 +9,9 @@
 //! System allocator); the replay threads make none while they replay, beyond what
 //! pthread_create itself needs for a thread the program also started.
 use super::measure::{self, Latency, Progress, Sampler, Statm};
+use super::worker::{Pace, Shared, Slot, Tally, Touch, Worker};
 use crate::replay::plan::{self, Action, PlanMeta};
 use crate::replay::results::{Excluded, Memory, Replay, ThreadResult, Throughput};
-use super::worker::{Pace, Shared, Slot, Tally, Touch, Worker};
 use recorder::{clock, Op};
 use shim_backend::Backend;
 use std::cell::UnsafeCell;
@@ -163,7 +163,9 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
         // The end figures are taken once those threads are done with their ops, before
         // they exit (the program ended without their exit).
         let waiting = (0..meta.threads.len())
-            .filter(|&t| !meta.threads[t].exited && sh.tids[t].load(Acquire) != 0 && !sh.joined[t].load(Acquire))
+            .filter(|&t| {
+                !meta.threads[t].exited && sh.tids[t].load(Acquire) != 0 && !sh.joined[t].load(Acquire)
+            })
             .count() as u32;
         while sh.held.load(Acquire) < waiting {
             std::thread::sleep(std::time::Duration::from_micros(200));
@@ -270,7 +272,10 @@ pub fn run(backend: Backend, dir: &Path, o: &ChildOpts) -> Result<Replay, String
     r.slop_bytes_total = r.slop.iter().map(|c| c.slop_bytes).sum();
     r.requested_bytes_total = r.slop.iter().map(|c| c.requested_bytes).sum();
     let (peak, source) = match hwm {
-        Some(h) => (h.saturating_sub(baseline).max(sampler.peak_rss), "VmHWM (reset at the start) minus the baseline"),
+        Some(h) => (
+            h.saturating_sub(baseline).max(sampler.peak_rss),
+            "VmHWM (reset at the start) minus the baseline",
+        ),
         None => (sampler.peak_rss, "sampled /proc/self/statm (VmHWM could not be reset)"),
     };
     r.memory = Memory {

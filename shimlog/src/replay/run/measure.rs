@@ -56,7 +56,11 @@ impl ProcFile {
     }
     fn read<'b>(&self, buf: &'b mut [u8]) -> &'b [u8] {
         let n = unsafe { libc::pread(self.fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
-        if n <= 0 { &buf[..0] } else { &buf[..n as usize] }
+        if n <= 0 {
+            &buf[..0]
+        } else {
+            &buf[..n as usize]
+        }
     }
 }
 
@@ -68,7 +72,11 @@ impl Drop for ProcFile {
 
 fn page_size() -> u64 {
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as u64 } else { 4096 }
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
 }
 
 /// Resident set size from /proc/self/statm (its second field, in pages).
@@ -159,8 +167,7 @@ const MAX_TICKS: u64 = 1 << 40;
 impl Latency {
     pub fn new() -> Latency {
         let mk = || {
-            let mut h = Histogram::<u64>::new_with_bounds(1, MAX_TICKS, 2)
-                .expect("valid histogram bounds");
+            let mut h = Histogram::<u64>::new_with_bounds(1, MAX_TICKS, 2).expect("valid histogram bounds");
             // Writes every count so that its pages are resident before the replay starts.
             h.reset();
             h
@@ -344,7 +351,11 @@ impl Sampler {
                 });
                 self.interval_ns *= 2;
             }
-            self.samples.push(RssSample { t_ns: now.saturating_sub(start_ns), rss_bytes: rss, live_bytes: live });
+            self.samples.push(RssSample {
+                t_ns: now.saturating_sub(start_ns),
+                rss_bytes: rss,
+                live_bytes: live,
+            });
             tick(threads.iter().map(|p| p.ops.load(Relaxed)).sum());
             if done {
                 return;

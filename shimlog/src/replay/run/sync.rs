@@ -12,12 +12,20 @@ const SPINS: u32 = 200;
 fn futex_wait(a: &AtomicU32, expected: u32) {
     let no_timeout: *const libc::timespec = core::ptr::null();
     unsafe {
-        libc::syscall(libc::SYS_futex, a.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, no_timeout)
+        libc::syscall(
+            libc::SYS_futex,
+            a.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            no_timeout,
+        )
     };
 }
 
 fn futex_wake(a: &AtomicU32) {
-    unsafe { libc::syscall(libc::SYS_futex, a.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+    unsafe {
+        libc::syscall(libc::SYS_futex, a.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX)
+    };
 }
 
 /// Waits until the slot counter `a` is `want` (mod 2^31); true when it had to wait.

@@ -6,8 +6,8 @@
 //! call in [`Shared::time_mask`]+1 is timed (two clock reads around the call alone), slop
 //! comes from the plan, and the counters the sampler reads are updated every 1024 ops.
 use super::measure::Progress;
-use crate::replay::plan::{self, Action, PlanOp, ThreadPlan};
 use super::sync;
+use crate::replay::plan::{self, Action, PlanOp, ThreadPlan};
 use recorder::clock;
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -175,7 +175,10 @@ impl<'a> Shared<'a> {
             rc
         };
         if rc != 0 {
-            fatal(format!("cannot start replay thread {} (recorded tid {}): error {rc}", t, self.threads[t as usize].tid));
+            fatal(format!(
+                "cannot start replay thread {} (recorded tid {}): error {rc}",
+                t, self.threads[t as usize].tid
+            ));
         }
         self.tids[t as usize].store(tid as u64, Release);
         sync::advance_life(&self.life);

@@ -16,12 +16,7 @@ impl Planner<'_> {
         let index = self.life_next;
         self.life_next += 1;
         self.threads.push(ThreadBuild {
-            plan: ThreadPlan {
-                stream: e.stream,
-                tid: e.tid,
-                first_ts_ns: e.ts_ns,
-                ..ThreadPlan::default()
-            },
+            plan: ThreadPlan { stream: e.stream, tid: e.tid, first_ts_ns: e.ts_ns, ..ThreadPlan::default() },
             buf: Vec::new(),
             prev_ts: 0,
             free_slots: Vec::new(),
