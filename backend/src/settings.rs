@@ -601,11 +601,7 @@ pub fn apply<'a>(b: Backend, s: &'a [u8], malloc_conf: Option<&[u8]>, cx: Contex
                 }
             }
         }
-        Backend::Tcmalloc => {
-            if pairs(s).next().is_some() {
-                tc_apply(s);
-            }
-        }
+        Backend::Tcmalloc if pairs(s).next().is_some() => tc_apply(s),
         _ => {}
     }
     Ok(())

@@ -20,7 +20,9 @@ fn stats_out(logs: &[PathBuf], extra: &[&str]) -> String {
 
 #[test]
 fn one_pass_sites_equal_the_two_pass_sites() {
-    let runs: Vec<(&str, PathBuf, Vec<&str>, Vec<(&str, &str)>)> = vec![
+    // (what, program, its arguments, the shim's settings)
+    type Run<'a> = (&'a str, PathBuf, Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let runs: Vec<Run> = vec![
         ("all", c_sites(false), vec![], vec![("SHIM_STACKS", "all")]),
         ("all, frame pointers", c_sites(true), vec![], vec![("SHIM_STACKS", "all"), ("SHIM_UNWIND", "fp")]),
         ("all, rust", rust_sites(false), vec![], vec![("SHIM_STACKS", "all")]),
@@ -36,8 +38,8 @@ fn one_pass_sites_equal_the_two_pass_sites() {
     for (name, prog, args, env) in runs {
         let t = traced(&prog, &args, &env);
         let log = t.only_log();
-        let one = stats_out(&[log.clone()], &[]);
-        let two = stats_out(&[log.clone()], &["--two-pass-sites"]);
+        let one = stats_out(std::slice::from_ref(&log), &[]);
+        let two = stats_out(std::slice::from_ref(&log), &["--two-pass-sites"]);
         let s: Value = serde_json::from_str(&one).expect("stats --json");
         assert!(s["sites"].is_object(), "{name}: no call-site section: {one}");
         // Not two empty lists: every mode here has sites to compare.
@@ -80,8 +82,8 @@ fn a_log_with_stacks_and_one_without_give_the_same_figures() {
     let with = traced(&prog, &[], &[("SHIM_STACKS", "all")]);
     let without = traced(&prog, &[], &[("SHIM_STACKS", "off")]);
     let (lw, lo) = (with.only_log(), without.only_log());
-    let sw: Value = serde_json::from_str(&stats_out(&[lw.clone()], &[])).unwrap();
-    let so: Value = serde_json::from_str(&stats_out(&[lo.clone()], &[])).unwrap();
+    let sw: Value = serde_json::from_str(&stats_out(std::slice::from_ref(&lw), &[])).unwrap();
+    let so: Value = serde_json::from_str(&stats_out(std::slice::from_ref(&lo), &[])).unwrap();
     assert!(
         sw["sites"]["by_bytes"].as_array().is_some_and(|a| !a.is_empty()),
         "the log with stacks has no sites"

@@ -66,7 +66,9 @@ struct State {
     slots: Vec<Slot>,
     /// Frames decoded or being decoded and not yet taken.
     ahead: usize,
-    /// Buffers the merge is done with, for the workers to fill again.
+    /// Buffers the merge is done with, for the workers to fill again. Boxed: a `Decoded` is
+    /// large, and moves between the slots, the spare list and the merge's cursor by pointer.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Decoded>>,
     stop: bool,
 }

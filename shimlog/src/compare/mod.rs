@@ -128,6 +128,7 @@ fn refuse(msg: &str) -> Result<i32, String> {
 
 /// What `compare` made of its arguments: a refusal (one line), or the document with the
 /// two sides it was computed from (`report --vs` draws them).
+#[allow(clippy::large_enum_variant)] // made once per command, returned once: no boxing needed
 pub enum Evaluated {
     Refused(String),
     Done { doc: Document, base: Side, cand: Side },

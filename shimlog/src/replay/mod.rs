@@ -425,7 +425,7 @@ fn timed_notes(a: &Args, m: &plan::PlanMeta, res: &[BackendResult], vs: &[Varian
             .iter()
             .map(|(k, val)| match val.parse::<f64>() {
                 Ok(d) if d < 0.0 => format!("{k}={val} (never) is never in the program's time too"),
-                Ok(d) if d == 0.0 => format!("{k}={val} (at once) is at once in the program's time too"),
+                Ok(0.0) => format!("{k}={val} (at once) is at once in the program's time too"),
                 Ok(_) if a.pace.is_some() => format!("{k}={val}: the replay kept the program's pace, so {val} ms is {val} ms of the program"),
                 Ok(d) if wall > 0.0 && recorded > 0.0 => format!(
                     "{k}={val}: unpaced, the replay ran the program's {} in {}, so {val} ms here spans {} of the program's time (--pace keeps the recorded gaps: then {val} ms is {val} ms of the program)",
