@@ -229,7 +229,7 @@ fn tables_chosen_and_bad_options() {
     let o = shimlog(&["export", &log, "-o", &format!("{d}/x"), "--tables", "events,heap"]);
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr)
-        .contains("unknown table 'heap' (accepted: events, blocks, threads, samples, processes)"));
+        .contains("unknown table 'heap' (accepted: events, blocks, threads, samples, processes, stacks)"));
     let o = shimlog(&["export", &log, "-o", &format!("{d}/y"), "--host", "a/b"]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);

@@ -22,7 +22,7 @@ mod lifetimes;
 mod memory;
 mod process;
 mod section;
-mod sites;
+pub(crate) mod sites;
 mod sizes;
 mod slices;
 mod slop;

@@ -53,6 +53,9 @@ pub struct Blocks {
     freed_tid: Vec<Option<i32>>,
     freed_seq: Vec<Option<i64>>,
     lifetime: Vec<Option<i64>>,
+    stack: Vec<Option<i64>>,
+    /// The stack of each live block that has one, by its made_seq.
+    stack_of: rustc_hash::FxHashMap<u64, u32>,
 }
 
 impl Blocks {
@@ -71,6 +74,8 @@ impl Blocks {
             freed_tid: v(),
             freed_seq: v(),
             lifetime: v(),
+            stack: v(),
+            stack_of: Default::default(),
         }
     }
 
@@ -96,6 +101,13 @@ impl Blocks {
             }
         }
         Ok(())
+    }
+
+    /// The block `ptr` made by row `seq`, if still live, was made from stack `id`.
+    pub fn set_stack(&mut self, ptr: u64, seq: u64, id: u32) {
+        if self.live.get(ptr).is_some_and(|b| b.alloc_index == seq) {
+            self.stack_of.insert(seq, id);
+        }
     }
 
     /// Starts loading the table slots `e` will touch.
@@ -142,6 +154,8 @@ impl Blocks {
         self.freed_tid.push(tid.map(|v| v as i32));
         self.freed_seq.push(seq.map(|v| v as i64));
         self.lifetime.push(life.map(|v| v as i64));
+        let st = if self.stack_of.is_empty() { None } else { self.stack_of.remove(&b.alloc_index) };
+        self.stack.push(st.map(|i| i as i64));
     }
 
     /// The blocks never freed, in the order they were made, then the last rows.
@@ -171,7 +185,7 @@ impl Blocks {
             Arc::new(Int32Array::from(std::mem::take(&mut self.freed_tid))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.freed_seq))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.lifetime))),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.stack))),
         ];
         out.write(&RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?)
     }

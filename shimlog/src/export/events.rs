@@ -54,6 +54,7 @@ pub struct Events {
     old: Vec<Option<i64>>,
     backend: Vec<Option<i64>>,
     value: Vec<Option<i64>>,
+    stack: Vec<Option<i64>>,
 }
 
 impl Events {
@@ -73,11 +74,12 @@ impl Events {
             old: v(),
             backend: v(),
             value: v(),
+            stack: v(),
         }
     }
 
     #[inline]
-    pub fn push(&mut self, seq: u64, e: &Event, out: &mut Sink) -> Result<(), String> {
+    pub fn push(&mut self, seq: u64, e: &Event) {
         let call = e.op.is_alloc_family();
         let opt = |c: bool, v: u64| c.then_some(v as i64);
         self.seq.push(seq as i64);
@@ -91,42 +93,57 @@ impl Events {
         self.old.push(opt(matches!(e.op, Op::Realloc | Op::Reallocarray), e.old));
         self.backend.push(e.backend_ns().map(|n| n as i64));
         self.value.push(opt(!call, e.value()));
-        if self.seq.len() == BATCH {
-            self.flush(out)?;
-        }
-        Ok(())
+        self.stack.push(None);
     }
 
-    pub fn flush(&mut self, out: &mut Sink) -> Result<(), String> {
-        if self.seq.is_empty() {
+    /// The rows waiting to be written.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.seq.len()
+    }
+
+    /// Row `seq` (if not written yet) was made from stack `id`.
+    pub fn set_stack(&mut self, seq: u64, id: u32) {
+        if let Some(&first) = self.seq.first() {
+            if let Some(s) = seq.checked_sub(first as u64).and_then(|i| self.stack.get_mut(i as usize)) {
+                *s = Some(id as i64);
+            }
+        }
+    }
+
+    /// Writes the rows before the first of seq `keep` on (all of them: None), keeping the
+    /// others for the next batch (calls whose site record is still to come).
+    pub fn flush(&mut self, out: &mut Sink, keep: Option<u64>) -> Result<(), String> {
+        let Some(&first) = self.seq.first() else { return Ok(()) };
+        let n =
+            keep.map_or(self.seq.len(), |k| (k.saturating_sub(first as u64) as usize).min(self.seq.len()));
+        if n == 0 {
             return Ok(());
         }
-        let n = self.seq.len();
-        let op = DictionaryArray::<Int8Type>::try_new(
-            Int8Array::from(std::mem::take(&mut self.op)),
-            self.names.clone(),
-        )
-        .map_err(|e| e.to_string())?;
+        fn cut<T>(c: &mut Vec<T>, n: usize) -> Vec<T> {
+            let mut rest = Vec::with_capacity(BATCH);
+            rest.extend(c.drain(n..));
+            std::mem::replace(c, rest)
+        }
+        let op =
+            DictionaryArray::<Int8Type>::try_new(Int8Array::from(cut(&mut self.op, n)), self.names.clone())
+                .map_err(|e| e.to_string())?;
         let cols: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(std::mem::take(&mut self.seq))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.ts))),
+            Arc::new(Int64Array::from(cut(&mut self.seq, n))),
+            Arc::new(Int64Array::from(cut(&mut self.ts, n))),
             Arc::new(Int32Array::from(vec![self.pid; n])),
-            Arc::new(Int32Array::from(std::mem::take(&mut self.tid))),
+            Arc::new(Int32Array::from(cut(&mut self.tid, n))),
             Arc::new(op),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.ptr))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.size))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.count))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.align))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.old))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.backend))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.value))),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            Arc::new(Int64Array::from(cut(&mut self.ptr, n))),
+            Arc::new(Int64Array::from(cut(&mut self.size, n))),
+            Arc::new(Int64Array::from(cut(&mut self.count, n))),
+            Arc::new(Int64Array::from(cut(&mut self.align, n))),
+            Arc::new(Int64Array::from(cut(&mut self.old, n))),
+            Arc::new(Int64Array::from(cut(&mut self.backend, n))),
+            Arc::new(Int64Array::from(cut(&mut self.value, n))),
+            Arc::new(Int64Array::from(cut(&mut self.stack, n))),
         ];
         let b = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
-        out.write(&b)?;
-        (self.seq, self.ts, self.tid, self.op) = (v(), v(), v(), v());
-        (self.ptr, self.size, self.count, self.align, self.old, self.backend, self.value) =
-            (v(), v(), v(), v(), v(), v(), v());
-        Ok(())
+        out.write(&b)
     }
 }

@@ -12,12 +12,13 @@ mod blocks;
 mod events;
 mod sink;
 mod small;
+mod stacks;
 
 use recorder::{Event, LogReader};
-use sink::Sink;
+use sink::{Sink, BATCH};
 use std::path::PathBuf;
 
-const TABLES: [&str; 5] = ["events", "blocks", "threads", "samples", "processes"];
+const TABLES: [&str; 6] = ["events", "blocks", "threads", "samples", "processes", "stacks"];
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,7 +28,7 @@ pub struct Args {
     /// The directory to write into (created if missing).
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
-    /// Tables to write, comma-separated [default: events,blocks,threads,samples,processes]
+    /// Tables to write, comma-separated [default: events,blocks,threads,samples,processes,stacks]
     #[arg(long, value_delimiter = ',', value_parser = parse_table)]
     pub tables: Vec<String>,
     /// The host= partition's name [default: this machine's host name]
@@ -127,6 +128,10 @@ fn file(at: &Layout, r: &LogReader, table: &str) -> Result<PathBuf, String> {
 /// prefetched.
 const CHUNK: usize = 8192;
 const AHEAD: usize = 8;
+/// Rows of the events table held back at a batch's end for the site records of their calls
+/// still to come (the shim writes a call's site record just after it in its stream; other
+/// streams' records may come between in the merged order).
+const HOLD: usize = 4096;
 
 /// What one pass over a log writes as it goes.
 struct Pass {
@@ -135,6 +140,8 @@ struct Pass {
     evs: events::Events,
     bls: blocks::Blocks,
     small: small::Small,
+    /// The stack ids (a log recorded with stacks).
+    stacks: Option<stacks::Stacks>,
     /// The next event's position in the merged order.
     seq: u64,
 }
@@ -149,12 +156,29 @@ impl Pass {
 
     #[inline]
     fn feed(&mut self, e: &Event) -> Result<(), String> {
-        if let Some(s) = self.ev_sink.as_mut() {
-            self.evs.push(self.seq, e, s)?;
+        if self.ev_sink.is_some() {
+            self.evs.push(self.seq, e);
         }
         if e.op.is_alloc_family() {
             if let Some(s) = self.bl_sink.as_mut() {
                 self.bls.call(self.seq, e, s)?;
+            }
+        }
+        if let Some(st) = self.stacks.as_mut() {
+            if let Some(j) = st.take(self.seq, e) {
+                self.evs.set_stack(j.call.seq, j.id);
+                if j.block {
+                    self.bls.set_stack(j.call.ptr, j.call.seq, j.id);
+                }
+            }
+        }
+        if self.evs.len() >= BATCH {
+            if let Some(s) = self.ev_sink.as_mut() {
+                let keep = self
+                    .stacks
+                    .as_ref()
+                    .and_then(|st| st.oldest_waiting(self.seq.saturating_sub(HOLD as u64)));
+                self.evs.flush(s, keep)?;
             }
         }
         self.small.take(e);
@@ -181,6 +205,7 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
         evs: events::Events::new(pid),
         bls: blocks::Blocks::new(pid),
         small: small::Small::default(),
+        stacks: crate::analysis::sites::has_stacks(r).then(|| stacks::Stacks::new(r)),
         seq: 0,
     };
     let mut err: Option<String> = None;
@@ -212,11 +237,19 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
         return Err(e);
     }
     if let Some(mut s) = p.ev_sink {
-        p.evs.flush(&mut s)?;
+        p.evs.flush(&mut s, None)?;
         s.close()?;
     }
     if let Some(mut s) = p.bl_sink {
         p.bls.finish(&mut s)?;
+        s.close()?;
+    }
+    if want("stacks") {
+        // Empty for a log without stacks.
+        let mut s = Sink::create(&file(dir, r, "stacks")?, stacks::schema(), &["pid"], &[])?;
+        if let Some(st) = p.stacks.take() {
+            s.write(&st.batch(r, pid)?)?;
+        }
         s.close()?;
     }
     let (small, seq) = (p.small, p.seq);

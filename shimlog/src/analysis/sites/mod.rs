@@ -14,5 +14,5 @@ mod symbols;
 
 pub use collect::{light, Collector};
 pub use folded::{folded, By, Folded};
-pub use profile::{has_stacks, profile, profile_of, Profile};
+pub use profile::{has_stacks, profile, profile_of, site_frame, Profile};
 pub use rank::{SiteRow, SitesReport};
