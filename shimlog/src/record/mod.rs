@@ -60,10 +60,11 @@ pub struct Args {
 }
 
 #[derive(clap::Args)]
-#[command(override_usage = "shimlog run [--backend NAME] [--shim PATH] -- PROG [ARGS]...", after_help = EXIT_STATUS)]
+#[command(override_usage = "shimlog run [--backend NAME[:KEY=VALUE,...]] [--shim PATH] -- PROG [ARGS]...", after_help = EXIT_STATUS)]
 pub struct RunArgs {
-    /// The allocator that serves every call.
-    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(settings::BACKENDS))]
+    /// The allocator that serves every call: own, glibc, jemalloc, mimalloc, tcmalloc, snmalloc,
+    /// rpmalloc, with its settings if any (`jemalloc:dirty_decay_ms=0`; docs/settings.md).
+    #[arg(long, value_name = "NAME[:KEY=VALUE,...]", value_parser = settings::backend_value)]
     backend: Option<String>,
     #[command(flatten)]
     target: Target,

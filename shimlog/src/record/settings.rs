@@ -16,6 +16,9 @@ pub const BACKENDS: &[&str] = &["own", "glibc", "jemalloc", "mimalloc", "tcmallo
 #[derive(Clone, Copy)]
 enum Kind {
     Choice(&'static [&'static str]),
+    /// A backend of [`BACKENDS`], with its settings if any (`jemalloc:dirty_decay_ms=0,...`),
+    /// checked against the allocator's own keys as the shim checks them.
+    Backend,
     /// A number with a unit `ns`, `us`, `ms`, `s`, `m`, `h`, `d` (none: seconds).
     Duration,
     /// A number with a unit `k`, `M`, `G`, `T` (powers of 1024), over 0.
@@ -45,7 +48,7 @@ const ON_OFF: Kind = Kind::Choice(&["1", "0"]);
 
 /// The table of docs/configuration.md, in its order (less SHIM_TRACE and SHIM_LOG).
 const SETTINGS: &[Setting] = &[
-    s("SHIM_BACKEND", "NAME", Kind::Choice(BACKENDS), "The allocator that serves every call (default: own where the program brings one, else glibc)"),
+    s("SHIM_BACKEND", "NAME[:KEY=VALUE,...]", Kind::Backend, "The allocator that serves every call, with its settings if any (docs/settings.md; default: own where the program brings one, else glibc)"),
     s("SHIM_TIMING", "all|none|N", Kind::Timing, "Which calls carry their time inside the allocator (default: one in 64)"),
     s("SHIM_ON_FULL", "WHAT", Kind::Choice(&["block", "drop"]), "When the recorder falls behind: wait for a buffer, or drop the thread's events"),
     s("SHIM_CLOCK", "CLOCK", Kind::Choice(&["tsc", "monotonic"]), "The event clock"),
@@ -75,9 +78,31 @@ fn flag(var: &str) -> String {
     var.trim_start_matches("SHIM_").to_ascii_lowercase().replace('_', "-")
 }
 
+/// `NAME` or `NAME:KEY=VALUE,...`: the name one of [`BACKENDS`], the settings ones the
+/// allocator knows (the shim's own check, so that a bad value fails here, not in the program).
+pub fn backend_value(v: &str) -> Result<String, String> {
+    check_backend(v)
+}
+
+fn check_backend(v: &str) -> Result<String, String> {
+    use shim_backend::settings;
+    let (name, set) = settings::split_label(v.as_bytes());
+    let name = std::str::from_utf8(name).unwrap_or("");
+    if !BACKENDS.contains(&name) {
+        return Err(format!("a backend: {}, optionally with settings (jemalloc:dirty_decay_ms=0)", BACKENDS.join(", ")));
+    }
+    let Some(set) = set.filter(|s| !s.is_empty()) else { return Ok(v.to_string()) };
+    let Some(b) = shim_backend::Backend::parse(name.as_bytes()) else {
+        return Err(format!("{name} takes no settings (the program's own allocator is used as it is)"));
+    };
+    settings::check(b, set, settings::Context::Shim).map_err(|e| e.to_string())?;
+    Ok(v.to_string())
+}
+
 fn check(kind: Kind, v: &str) -> Result<String, String> {
     let ok = match kind {
         Kind::Choice(_) => true,
+        Kind::Backend => return check_backend(v),
         Kind::Duration => {
             let d = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
             (1..=9).contains(&d) && ["", "ns", "us", "ms", "s", "m", "min", "h", "d"].contains(&&v[d..])
@@ -94,7 +119,7 @@ fn check(kind: Kind, v: &str) -> Result<String, String> {
         return Ok(v.to_string());
     }
     Err(match kind {
-        Kind::Choice(_) => unreachable!("choices are checked by clap"),
+        Kind::Choice(_) | Kind::Backend => unreachable!("checked above, or by clap"),
         Kind::Duration => {
             "a duration: a number and ns, us, ms, s, m, h or d (500ms, 60s, 2m; a bare number is seconds)"
                 .into()
@@ -197,6 +222,22 @@ mod tests {
         assert!(check(Kind::SizeOrOff, "on").is_err() && check(Kind::AbsPath, "rel/dir").is_err());
         assert!(check(Kind::Timing, "64").is_ok() && check(Kind::Timing, "all").is_ok());
         assert!(check(Kind::Timing, "0").is_err() && check(Kind::Timing, "some").is_err());
+    }
+
+    #[test]
+    fn backends_with_settings_are_checked_as_the_shim_checks_them() {
+        for v in ["own", "glibc", "mimalloc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0", "glibc:arena_max=2"] {
+            assert!(check(Kind::Backend, v).is_ok(), "{v}");
+        }
+        for (v, says) in [
+            ("nosuch", "mimalloc"),
+            ("jemalloc:no_such_key=1", "no_such_key"),
+            ("jemalloc:dirty_decay_ms", "dirty_decay_ms"),
+            ("own:x=1", "own takes no settings"),
+        ] {
+            let e = check(Kind::Backend, v).unwrap_err();
+            assert!(e.contains(says) && !e.contains('\n'), "{v}: {e}");
+        }
     }
 
     #[test]
