@@ -182,13 +182,15 @@ fn record_bad_settings() {
     assert_eq!(r.header.stacks.as_deref(), Some("all"), "--stacks all reached the shim");
     // A backend with settings reaches the shim, which names them in the header; a setting the
     // allocator does not know is refused before the program runs, in one line.
-    let o = shimlog(cwd.path(), &["record", "-o", "s", "--backend", "jemalloc:dirty_decay_ms=0", "--", "true"]);
+    let o =
+        shimlog(cwd.path(), &["record", "-o", "s", "--backend", "jemalloc:dirty_decay_ms=0", "--", "true"]);
     assert_eq!(code(&o), 0, "{}", o.stderr);
     let logs = entries(&cwd.path().join("s"));
     let r = LogReader::open(logs[0].to_str().unwrap()).unwrap();
     assert!(r.header.backend.starts_with("jemalloc"), "{}", r.header.backend);
     assert_eq!(r.header.backend_settings.as_deref(), Some("dirty_decay_ms=0"));
-    let o = shimlog(cwd.path(), &["record", "-o", "bad", "--backend", "jemalloc:no_such_key=1", "--", "true"]);
+    let o =
+        shimlog(cwd.path(), &["record", "-o", "bad", "--backend", "jemalloc:no_such_key=1", "--", "true"]);
     assert_ne!(code(&o), 0);
     assert!(o.stderr.contains("no_such_key") && o.stderr.contains("dirty_decay_ms"), "{}", o.stderr);
     assert!(!cwd.path().join("bad").exists(), "no directory made for a refused setting");

@@ -89,7 +89,10 @@ fn check_backend(v: &str) -> Result<String, String> {
     let (name, set) = settings::split_label(v.as_bytes());
     let name = std::str::from_utf8(name).unwrap_or("");
     if !BACKENDS.contains(&name) {
-        return Err(format!("a backend: {}, optionally with settings (jemalloc:dirty_decay_ms=0)", BACKENDS.join(", ")));
+        return Err(format!(
+            "a backend: {}, optionally with settings (jemalloc:dirty_decay_ms=0)",
+            BACKENDS.join(", ")
+        ));
     }
     let Some(set) = set.filter(|s| !s.is_empty()) else { return Ok(v.to_string()) };
     let Some(b) = shim_backend::Backend::parse(name.as_bytes()) else {
@@ -226,7 +229,9 @@ mod tests {
 
     #[test]
     fn backends_with_settings_are_checked_as_the_shim_checks_them() {
-        for v in ["own", "glibc", "mimalloc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0", "glibc:arena_max=2"] {
+        for v in
+            ["own", "glibc", "mimalloc", "jemalloc:dirty_decay_ms=0,muzzy_decay_ms=0", "glibc:arena_max=2"]
+        {
             assert!(check(Kind::Backend, v).is_ok(), "{v}");
         }
         for (v, says) in [
