@@ -72,7 +72,7 @@ def main():
     smoke = "--smoke" in args
     events = int(args[args.index("--events") + 1]) if "--events" in args else (1_000_000 if smoke else 100_000_000)
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else (1 if smoke else 3)
-    sec = section(measure_data(events, rounds))
+    sec = section(measure_data(events, rounds, save=not smoke))
     print(sec)
     if "--write" in args and not smoke:
         sections.write(TITLE, sec)
@@ -81,11 +81,11 @@ def main():
 
 def measure(smoke=False, reps=None):
     """The section's text, for `make bench` (bench.py's SECTION_SCRIPTS)."""
-    return section(measure_data(1_000_000 if smoke else 100_000_000, reps or (1 if smoke else 3)))
+    return section(measure_data(1_000_000 if smoke else 100_000_000, reps or (1 if smoke else 3), save=not smoke))
 
 
-def measure_data(events=100_000_000, rounds=3):
-    """Measures; writes bench/scale.json."""
+def measure_data(events=100_000_000, rounds=3, save=True):
+    """Measures; writes bench/scale.json (not for a smoke run, whose figures mean nothing)."""
     before = os.environ.get("SCALE_BEFORE")
     os.makedirs(DIR, exist_ok=True)
     for f in glob.glob(os.path.join(DIR, "*.shimlog")):
@@ -168,9 +168,10 @@ def measure_data(events=100_000_000, rounds=3):
            "logs": rows, "windows": win, "export": ex,
            "command": "python3 bench/scale.py" + (f" --events {events}" if events != 100_000_000 else "")
            + (f" --rounds {rounds}" if rounds != 3 else "") + (f"  (SCALE_BEFORE={before})" if before else "")}
-    with open(os.path.join(ROOT, "bench", "scale.json"), "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
+    if save:
+        with open(os.path.join(ROOT, "bench", "scale.json"), "w") as f:
+            json.dump(res, f, indent=1)
+            f.write("\n")
     return res
 
 
