@@ -11,6 +11,7 @@ mod results;
 mod rounds;
 mod run;
 mod table;
+mod units;
 
 use results::{BackendResult, Options, PlanSummary, Program, Replay, Report};
 use run::worker::{Pace, Touch};
@@ -173,7 +174,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         results.push(match rs.into_iter().find_map(|r| r.err()) {
             Some(e) => BackendResult { backend: label, rounds: None, error: Some(e), replay: None },
             None => {
-                let ro = rounds::Rounds::of(&ok);
+                let ro = rounds::of(&ok);
                 let median = ok.get(ro.median_round).cloned();
                 BackendResult { backend: label, rounds: (n > 1).then_some(ro), error: None, replay: median }
             }
@@ -183,10 +184,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         .iter()
         .filter_map(|b| {
             let r = b.replay.as_ref()?;
-            Some((
-                b.backend.clone(),
-                b.rounds.clone().unwrap_or_else(|| rounds::Rounds::of(std::slice::from_ref(r))),
-            ))
+            Some((b.backend.clone(), b.rounds.clone().unwrap_or_else(|| rounds::of(std::slice::from_ref(r)))))
         })
         .collect();
     let verdict = (!cols.is_empty()).then(|| rounds::verdict(&cols));

@@ -18,7 +18,7 @@ pub struct Report {
     /// The best column for allocator time, peak RSS and mean RSS, what each costs in the
     /// others, the rankings and their ties (medians and ranges of the rounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<super::rounds::Verdict>,
+    pub verdict: Option<Verdict>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -119,7 +119,7 @@ pub struct BackendResult {
     /// Each figure of merit over the rounds (median, range, each round's value); the other
     /// fields are those of the median round (by time in the allocator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rounds: Option<super::rounds::Rounds>,
+    pub rounds: Option<Rounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -234,4 +234,82 @@ pub struct Excluded {
     /// totals (alloc_ns_total, total_ns) are the timed calls' times scaled by it.
     pub time_every: u64,
     pub timed_calls: u64,
+}
+
+// What `--rounds` gives (computed in rounds.rs).
+
+/// One figure over the rounds of one column.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Each round's value, in the order the rounds ran.
+    pub values: Vec<f64>,
+}
+
+impl Spread {
+    pub fn of(values: Vec<f64>) -> Spread {
+        let mut v = values.clone();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let median = if n == 0 {
+            f64::NAN
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread {
+            median,
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+            values,
+        }
+    }
+    /// Whether the two ranges overlap (the difference is within the rounds' noise).
+    pub fn overlaps(&self, o: &Spread) -> bool {
+        self.min <= o.max && o.min <= self.max
+    }
+}
+
+/// A column's rounds: each metric's spread, and which round the table's figures come from.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Rounds {
+    pub n: usize,
+    /// metric name (see `rounds::METRICS`) -> spread.
+    pub metrics: std::collections::BTreeMap<String, Spread>,
+    /// The round (0-based) whose time in the allocator is the median: the detailed table's.
+    pub median_round: usize,
+}
+
+/// The ranking of one metric: columns best first, and the tied pairs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Ranking {
+    pub metric: String,
+    /// Column labels, best (lowest median) first.
+    pub order: Vec<String>,
+    /// Pairs of columns whose ranges overlap: no difference beyond the rounds' noise.
+    pub ties: Vec<(String, String)>,
+}
+
+/// The verdict: per deciding metric its best column and what that column costs in the
+/// other two; the rankings with their ties; and the same in sentences.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Verdict {
+    pub rounds: usize,
+    pub rankings: Vec<Ranking>,
+    pub best: Vec<Best>,
+    pub lines: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Best {
+    pub metric: String,
+    pub backend: String,
+    /// Columns tied with it (their ranges overlap its).
+    pub tied_with: Vec<String>,
+    /// In each other deciding metric: how much more this column takes than that metric's
+    /// best, as a fraction (0.2 = 20% more; 0 where it is that best too).
+    pub costs: std::collections::BTreeMap<String, f64>,
 }

@@ -3,7 +3,8 @@
 //! ranges overlap, and the verdict names the best column for allocator time, peak RSS and
 //! mean RSS, what each costs in the others, and the ties.
 use super::results::Replay;
-use serde::{Deserialize, Serialize};
+pub use super::results::{Best, Ranking, Rounds, Spread, Verdict};
+use super::units::{bytes, duration};
 
 /// The figures the rounds summarise, lower is better for each.
 pub const METRICS: [(&str, &str); 6] = [
@@ -38,96 +39,19 @@ pub fn metric(r: &Replay, m: &str) -> f64 {
     }
 }
 
-/// One figure over the rounds of one column.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Each round's value, in the order the rounds ran.
-    pub values: Vec<f64>,
-}
-
-impl Spread {
-    pub fn of(values: Vec<f64>) -> Spread {
-        let mut v = values.clone();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        let median = if n == 0 {
-            f64::NAN
-        } else if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Spread {
-            median,
-            min: v.first().copied().unwrap_or(f64::NAN),
-            max: v.last().copied().unwrap_or(f64::NAN),
-            values,
-        }
+/// A column's rounds from its replays.
+pub fn of(rs: &[Replay]) -> Rounds {
+    let mut metrics = std::collections::BTreeMap::new();
+    for (m, _) in METRICS {
+        metrics.insert(m.to_string(), Spread::of(rs.iter().map(|r| metric(r, m)).collect()));
     }
-    /// Whether the two ranges overlap (the difference is within the rounds' noise).
-    pub fn overlaps(&self, o: &Spread) -> bool {
-        self.min <= o.max && o.min <= self.max
+    let mut idx: Vec<usize> = (0..rs.len()).collect();
+    idx.sort_by(|&a, &b| metric(&rs[a], "alloc_ns").total_cmp(&metric(&rs[b], "alloc_ns")));
+    Rounds {
+        n: rs.len(),
+        metrics,
+        median_round: idx.get(rs.len().saturating_sub(1) / 2).copied().unwrap_or(0),
     }
-}
-
-/// A column's rounds: each metric's spread, and which round the table's figures come from.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Rounds {
-    pub n: usize,
-    /// metric name (see [`METRICS`]) -> spread.
-    pub metrics: std::collections::BTreeMap<String, Spread>,
-    /// The round (0-based) whose time in the allocator is the median: the detailed table's.
-    pub median_round: usize,
-}
-
-impl Rounds {
-    pub fn of(rs: &[Replay]) -> Rounds {
-        let mut metrics = std::collections::BTreeMap::new();
-        for (m, _) in METRICS {
-            metrics.insert(m.to_string(), Spread::of(rs.iter().map(|r| metric(r, m)).collect()));
-        }
-        let mut idx: Vec<usize> = (0..rs.len()).collect();
-        idx.sort_by(|&a, &b| metric(&rs[a], "alloc_ns").total_cmp(&metric(&rs[b], "alloc_ns")));
-        Rounds {
-            n: rs.len(),
-            metrics,
-            median_round: idx.get(rs.len().saturating_sub(1) / 2).copied().unwrap_or(0),
-        }
-    }
-}
-
-/// The ranking of one metric: columns best first, and the tied pairs.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Ranking {
-    pub metric: String,
-    /// Column labels, best (lowest median) first.
-    pub order: Vec<String>,
-    /// Pairs of columns whose ranges overlap: no difference beyond the rounds' noise.
-    pub ties: Vec<(String, String)>,
-}
-
-/// The verdict: per deciding metric its best column and what that column costs in the
-/// other two; the rankings with their ties; and the same in sentences.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Verdict {
-    pub rounds: usize,
-    pub rankings: Vec<Ranking>,
-    pub best: Vec<Best>,
-    pub lines: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Best {
-    pub metric: String,
-    pub backend: String,
-    /// Columns tied with it (their ranges overlap its).
-    pub tied_with: Vec<String>,
-    /// In each other deciding metric: how much more this column takes than that metric's
-    /// best, as a fraction (0.2 = 20% more; 0 where it is that best too).
-    pub costs: std::collections::BTreeMap<String, f64>,
 }
 
 fn label(m: &str) -> &'static str {
@@ -136,9 +60,9 @@ fn label(m: &str) -> &'static str {
 
 fn show(m: &str, v: f64) -> String {
     if m.ends_with("_ns") {
-        super::table::duration(v)
+        duration(v)
     } else {
-        super::table::bytes(v)
+        bytes(v)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The side-by-side report: one column per backend, the best value of each row marked `*`,
 //! every other value followed by how far it is from the best.
 use super::results::{Replay, Report};
+pub use super::units::{bytes, duration};
 use std::fmt::Write;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -25,30 +26,6 @@ struct Row {
     vals: Vec<Option<f64>>,
     unit: Unit,
     better: Better,
-}
-
-pub fn duration(ns: f64) -> String {
-    match ns {
-        n if n >= 1e9 => format!("{:.2} s", n / 1e9),
-        n if n >= 1e6 => format!("{:.2} ms", n / 1e6),
-        n if n >= 1e3 => format!("{:.2} us", n / 1e3),
-        n => format!("{n:.0} ns"),
-    }
-}
-
-pub fn bytes(b: f64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b;
-    let mut i = 0;
-    while v.abs() >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 pub fn count(c: f64) -> String {
@@ -359,7 +336,7 @@ pub fn render(rep: &Report) -> String {
 fn rounds_table(rep: &Report) -> String {
     use super::rounds::METRICS;
     let mut s = String::new();
-    let cols: Vec<(&str, &super::rounds::Rounds)> =
+    let cols: Vec<(&str, &super::results::Rounds)> =
         rep.backends.iter().filter_map(|b| Some((b.backend.as_str(), b.rounds.as_ref()?))).collect();
     if cols.is_empty() {
         return s;
@@ -367,7 +344,7 @@ fn rounds_table(rep: &Report) -> String {
     let _ = writeln!(s, "\nover {} rounds: median [min to max]", rep.options.rounds);
     let mut lines: Vec<(String, Vec<String>)> = Vec::new();
     for (m, label) in METRICS {
-        let sp: Vec<super::rounds::Spread> =
+        let sp: Vec<super::results::Spread> =
             cols.iter().map(|(_, r)| r.metrics.get(m).cloned().unwrap_or_default()).collect();
         let best = (0..sp.len()).min_by(|&a, &b| sp[a].median.total_cmp(&sp[b].median)).unwrap_or(0);
         let f = |v: f64| if m.ends_with("_ns") { duration(v) } else { bytes(v) };
