@@ -49,8 +49,9 @@ fi
 # The log generator the shimlog stats measurement reads, and the reader's stages timed on
 # their own (cargo examples, not part of make build; rebuilt when their source changed, as
 # cargo decides, so that they take the arguments the measurement passes).
+# genlog in both modes: the smoke runs of bench/scale.py and bench/compare.py read its logs.
+cargo build --release -q -p shimlog --example genlog
 if [ "$mode" = full ]; then
-  cargo build --release -q -p shimlog --example genlog
   cargo build --release -q -p recorder --example zstdspeed --example readspeed
 fi
 # The columnar frames' bytes and recorder work, timed on logs (bench/columns.py, both modes).
