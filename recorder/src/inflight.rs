@@ -249,6 +249,27 @@ impl Inflight {
         Some(unsafe { self.base.add(at as usize) as *mut Buf })
     }
 
+    /// Bytes of the header and the first `slots` slots resident in memory now (`mincore`):
+    /// what the file adds to the process's resident set, since only this process touches
+    /// its pages (reserved disk a slot never wrote is not counted). Allocation-free.
+    pub fn resident_bytes(&self, slots: usize) -> u64 {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let len = HEADER_LEN + slots.min(SLOTS) * slot_size();
+        let mut v = [0u8; 2048];
+        let (mut at, mut resident) = (0usize, 0u64);
+        while at < len {
+            let n = (len - at).min(v.len() * page);
+            // SAFETY: [base + at, base + at + n) lies inside the mapping made in create();
+            // `v` has a byte for each of its pages.
+            if unsafe { libc::mincore(self.base.add(at) as *mut libc::c_void, n, v.as_mut_ptr()) } != 0 {
+                return 0;
+            }
+            resident += v[..n.div_ceil(page)].iter().filter(|&&b| b & 1 != 0).count() as u64;
+            at += n;
+        }
+        resident * page as u64
+    }
+
     /// Notes the clock as the recorder sees it now (raw ticks, CLOCK_MONOTONIC ns).
     pub fn note_clock(&self, ticks: u64, mono: u64) {
         let h = self.header();

@@ -13,6 +13,8 @@ pub struct Pool {
     empty: ArrayQueue<usize>,
     /// Buffers made so far; never more than the queues' capacity.
     made: AtomicUsize,
+    /// Of those, the ones made on the heap (no in-flight slot for them).
+    on_heap: AtomicUsize,
     /// Hard limit (the queues' capacity).
     cap: usize,
     /// Buffers beyond this are made only for new threads and before the recorder runs.
@@ -31,6 +33,7 @@ impl Pool {
             full: ArrayQueue::new(cap),
             empty: ArrayQueue::new(cap),
             made: AtomicUsize::new(0),
+            on_heap: AtomicUsize::new(0),
             cap,
             soft_cap,
             slots,
@@ -48,7 +51,10 @@ impl Pool {
     fn make(&self, i: usize) -> *mut Buf {
         match self.slots.as_ref().and_then(|s| s.slot(i)) {
             Some(b) => b,
-            None => Box::into_raw(Buf::new_boxed(0)),
+            None => {
+                self.on_heap.fetch_add(1, Relaxed);
+                Box::into_raw(Buf::new_boxed(0))
+            }
         }
     }
 
@@ -116,6 +122,16 @@ impl Pool {
 
     pub fn made(&self) -> usize {
         self.made.load(Relaxed)
+    }
+
+    /// The memory the buffers hold now: the in-flight file's resident pages and the heap's
+    /// buffers. The shim takes it off its RSS samples, which are the program's (the
+    /// recorder falling behind grows the buffers, not the program).
+    pub fn own_bytes(&self) -> u64 {
+        let heap = self.on_heap.load(Relaxed);
+        let slots = self.made.load(Relaxed).saturating_sub(heap);
+        let file = self.slots.as_ref().map_or(0, |f| f.resident_bytes(slots));
+        file + (heap * core::mem::size_of::<Buf>()) as u64
     }
 }
 

@@ -46,7 +46,15 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
     core::ptr::null_mut()
 }
 
+/// The program's resident set: the process's (`/proc/self/statm`) less the shim's own
+/// buffers (their in-flight pages and heap buffers, `Pool::own_bytes`), which grow when the
+/// recorder falls behind and would otherwise show as the program's memory (docs/recording.md).
 fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
+    let all = process_rss(statm)?;
+    Some(all.saturating_sub(G.get().pool.own_bytes()))
+}
+
+fn process_rss(statm: &std::fs::File) -> Option<u64> {
     use std::os::unix::fs::FileExt;
     let mut b = [0u8; 128];
     let n = statm.read_at(&mut b, 0).ok()?;
