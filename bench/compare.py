@@ -30,10 +30,15 @@ ROOT = wl.ROOT
 TITLE = "## shimlog compare"
 DIR = os.path.join(wl.OUT, "compare")
 GENLOG = os.path.join(ROOT, "target", "release", "examples", "genlog")
-# Sizes for runs of about 2 s on this machine (memory and calls are judged from one log a
-# side only from logs of 1.5 s or more: docs/compare.md).
+# Starting sizes, each scaled by calibrated() to runs of about RUN_S seconds (memory and
+# calls are judged from one log a side only from logs of 1.5 s or more: docs/compare.md).
 PAIR_SIZES = {"single": 4_500_000, "prodcons": 6_000_000, "realloc_aligned": 200_000, "demo": 150_000, "python3": 9_000}
 PAIR_BACKENDS = ("glibc", "jemalloc", "mimalloc", "glibc")
+# Each workload's pairs run about this long (calibrated(): sized by one timed run).
+RUN_S = 3.0
+# Runs a side in each pair: from one run a side compare calls no difference in memory or
+# calls (one run cannot show how much the next would differ: docs/compare.md).
+RUNS_A_SIDE = int(os.environ.get("COMPARE_RUNS_A_SIDE", "2"))
 
 
 def measured(argv):
@@ -108,6 +113,43 @@ def record(w, size, backend, tag):
     return found[-1], wl.shown(argv, over)
 
 
+def _compared(a, b):
+    """compare's --json document of logs a (one path or a list) against b."""
+    a, b = ([a] if isinstance(a, str) else a), ([b] if isinstance(b, str) else b)
+    p = subprocess.run([wl.SHIMLOG, "compare", *a, "--vs", *b, "--json"], capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"compare {a} --vs {b}: exit {p.returncode}: {p.stderr[-400:]}")
+    return json.loads(p.stdout)
+
+
+def _seconds(doc):
+    """How long the base's log ran: its calls over its calls per second."""
+    m = {x["name"]: x for x in doc["metrics"]}
+    calls, rate = m.get("calls", {}).get("base"), m.get("calls_per_s", {}).get("base")
+    return calls / rate if calls and rate else None
+
+
+def _swap(doc):
+    return {"metrics": [dict(m, base=m["candidate"]) for m in doc["metrics"]]}
+
+
+def calibrated(w, size, say):
+    """A size at which w runs about RUN_S seconds on this machine now (one glibc run timed):
+    runs shorter than compare's 1.5 s have no memory metric judged from one log a side, and a
+    false-alarm count of pairs where nothing is judged says nothing."""
+    a, _ = record(w, size, "glibc", f"cmp-{w.name}-cal")
+    try:
+        secs = _seconds(_compared(a, a))
+    finally:
+        os.remove(a)
+    if not secs:
+        return size
+    scaled = int(size * min(40.0, max(1.0, RUN_S / secs)))
+    say(f"compare false alarms: {w.name} at {size} ran {secs:.2f} s; pairs run at {scaled}")
+    return scaled
+
+
 def false_alarms(smoke, say):
     ws = {w.name: w for w in wl.workloads()}
     logdir = os.path.join(wl.OUT, "logs")
@@ -115,28 +157,28 @@ def false_alarms(smoke, say):
     pairs = []
     for name, size in PAIR_SIZES.items():
         w = ws[name]
-        size = w.smoke if smoke else size
+        size = w.smoke if smoke else calibrated(w, size, say)
         for k, backend in enumerate(PAIR_BACKENDS[:1] if smoke else PAIR_BACKENDS):
             tag = f"cmp-{name}-{k}"
-            a, cmd = record(w, size, backend, tag + "-a")
-            b, _ = record(w, size, backend, tag + "-b")
-            p = subprocess.run([wl.SHIMLOG, "compare", a, "--vs", b, "--json"], capture_output=True, text=True,
-                               timeout=600)
-            if p.returncode != 0:
-                raise RuntimeError(f"compare {a} --vs {b}: exit {p.returncode}: {p.stderr[-400:]}")
-            doc = json.loads(p.stdout)
+            a, b = [], []
+            for r in range(1 if smoke else RUNS_A_SIDE):  # in turns: A, B, A, B
+                log, cmd = record(w, size, backend, f"{tag}-a{r}")
+                a.append(log)
+                b.append(record(w, size, backend, f"{tag}-b{r}")[0])
+            doc = _compared(a, b)
             flagged = [{"metric": m["name"], "base": m["base"], "candidate": m["candidate"],
                         "relative": m["relative"], "interval": m["relative_interval"] or m["interval"]}
                        for m in doc["metrics"] if m["differs"]]
             judged = sum(1 for m in doc["metrics"] if m["judged"])
             durs = [m for m in doc["metrics"] if m["name"] == "calls_per_s"]
-            pairs.append({"workload": name, "backend": backend, "size": size, "command": cmd,
+            pairs.append({"workload": name, "backend": backend, "size": size, "command": cmd, "runs_a_side": len(a),
+                          "seconds": [_seconds(doc), _seconds(_swap(doc))],
                           "calls_per_s": [durs[0]["base"], durs[0]["candidate"]] if durs else None,
                           "judged": judged, "compared": sum(1 for m in doc["metrics"] if not m.get("not_compared")),
                           "flagged": flagged})
             say(f"compare false alarms: {name} on {backend}: {len(flagged)} of {judged} judged metrics flagged"
                 + (f" ({', '.join(f['metric'] for f in flagged)})" if flagged else ""))
-            for f in (a, b):
+            for f in a + b:
                 os.remove(f)
     return pairs
 

@@ -86,19 +86,20 @@ impl Def {
     /// alloc_p999 near 11 us against 2 us. One run's slices, or two runs resampled, cannot
     /// show that spread; [`JUDGE_LOGS`] runs a side begin to.
     ///
-    /// Memory and calls are judged from fewer logs only when every log of both sides is at
-    /// least [`MIN_JUDGE_NS`] long (`shortest_ns`), and a metric of one value per log only
-    /// from two logs a side (with one there is no interval at all): on 20 pairs of runs of
-    /// the bench workloads, each pair twice the same configuration, runs under 1.5 s (their
-    /// RSS sampled a few times, their start-up most of the run) had RSS means 19% and 114%
-    /// apart, fragmentation 5x, the last RSS sample 18% and 22% apart, each run's slices
-    /// agreeing with their run: 30 metrics flagged over the 20 pairs (bench/compare.py,
-    /// docs/compare.md).
+    /// Memory and calls are judged from two logs a side or more, and from fewer than
+    /// [`JUDGE_LOGS`] only when every log of both sides is at least [`MIN_JUDGE_NS`] long
+    /// (`shortest_ns`). One run a side cannot show how much the next run would differ: on
+    /// 20 pairs of runs of the bench workloads, each pair twice the same configuration and
+    /// about 2.5 s long, one run a side had 24 metrics flagged (RSS peak and mean 5-20%
+    /// apart, a multi-threaded program's live bytes 40-100% apart, each run's slices
+    /// agreeing with their run); two runs a side, drawn from in the bootstrap, see that
+    /// spread (bench/compare.py, docs/compare.md). Runs under 1.5 s have their RSS sampled a
+    /// few times and their start-up most of the run.
     pub fn judged(&self, logs: usize, shortest_ns: u64) -> bool {
         if logs >= JUDGE_LOGS {
             return true;
         }
-        if self.tail || self.group == Group::Latency || (self.per_log && logs < 2) {
+        if self.tail || self.group == Group::Latency || logs < 2 {
             return false;
         }
         shortest_ns >= MIN_JUDGE_NS

@@ -73,7 +73,7 @@ pub fn verdict(g: Group, rows: &[Row]) -> Verdict {
         return Verdict {
             group: g,
             differs: false,
-            text: format!("{title}: not judged from fewer than 5 logs a side (two runs of one program differ here by more than their slices show: latency and stalls always, memory and calls in runs under 1.5 s and in one value per log; give 5 runs a side, taken in turns){most}"),
+            text: format!("{title}: not judged from fewer than 5 logs a side (two runs of one program differ here by more than their slices show: latency and stalls always, memory and calls from one log a side or from runs under 1.5 s; give 2 runs a side for memory and calls, 5 for latency, taken in turns){most}"),
         };
     }
     if moved.is_empty() {
@@ -174,7 +174,7 @@ pub fn write(w: &mut dyn Write, d: &Document) -> io::Result<()> {
             writeln!(w, "  not compared: {} ({why})", left.join(", "))?;
         }
         if rows.iter().any(|r| !r.judged && r.not_compared.is_none()) {
-            writeln!(w, "  ~ not judged from fewer than 5 logs a side (run-to-run noise; for memory and calls: a log under 1.5 s, or one value per log: docs/compare.md)")?;
+            writeln!(w, "  ~ not judged from fewer than 5 logs a side (run-to-run noise; for memory and calls: one log a side, or a log under 1.5 s: docs/compare.md)")?;
         }
         writeln!(w, "verdict: {}", v.text)?;
     }
