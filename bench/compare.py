@@ -215,22 +215,23 @@ def section(r):
               f"{sp['memory_ratio']:.2f}x the larger `stats`' (target: as `stats`: {'met' if ok_m else 'NOT met'})."]
     n_flag = sum(len(p["flagged"]) for p in pairs)
     judged = sum(p["judged"] for p in pairs)
-    lines += ["", f"False alarms: {len(pairs)} pairs of runs, both runs of a pair the same workload, size and backend "
-              f"(recorded, default settings), `shimlog compare A --vs B --json` at the default confidence (95%): "
-              f"**{n_flag} metric{'s' if n_flag != 1 else ''} flagged** of {judged} judged over all pairs "
-              f"(target: at most 1: {'met' if n_flag <= 1 else 'NOT met'}). From one log a side, latency, stalls and "
-              "calls_per_s are never judged, memory and calls only from logs of 1.5 s or more (a pair with 0 judged "
-              "ran shorter; docs/compare.md). The flags left are RSS (peak, time-weighted mean, RSS per live byte) "
-              "and the live bytes' time-weighted mean moving 6-60% between two runs of one configuration on this "
-              "machine under a load average of 10-12 on its 2 CPUs: the process's RSS includes the shim's own "
-              "buffers, which grow when the recorder falls behind, and a time-weighted mean shifts with the "
-              "program's pace; neither shows within one run's slices. Only several runs a side, taken in turns, "
-              "show that spread.", ""]
-    lines += sections.table(["workload", "backend", "size", "judged", "flagged"], [
-        [p["workload"], p["backend"], str(p["size"]), str(p["judged"]),
+    runs = max((p.get("runs_a_side", 1) for p in pairs), default=1)
+    lines += ["", f"False alarms: {len(pairs)} pairs, each {runs} run{'s' if runs != 1 else ''} a side of the same "
+              f"workload, size and backend (recorded, default settings; sizes set by one timed run to about "
+              f"{RUN_S:.0f} s), taken in turns, `shimlog compare A1 A2 --vs B1 B2 --json` at the default confidence "
+              f"(95%): **{n_flag} metric{'s' if n_flag != 1 else ''} flagged** of {judged} judged over all pairs "
+              f"(target: at most 1: {'met' if n_flag <= 1 else 'NOT met'}). Latency, stalls and calls_per_s are "
+              "judged from five runs a side, memory and calls from two, from runs of 1.5 s or more (a pair with 0 "
+              "judged ran shorter under the machine's load); intervals from few runs are widened by Student's t "
+              "(docs/compare.md). What is flagged is a change between the sides' runs that their own spread did "
+              "not cover: the demo's live bytes depend on how far its consumer threads fall behind, which the "
+              "machine's load sets (its identical runs 40-100% apart).", ""]
+    lines += sections.table(["workload", "backend", "size", "seconds (A, B)", "judged", "flagged"], [
+        [p["workload"], p["backend"], str(p["size"]),
+         ", ".join(f"{x:.1f}" for x in p.get("seconds") or [] if x) or "-", str(p["judged"]),
          ", ".join(f"{f['metric']} {100 * f['relative']:+.1f}%" if f["relative"] is not None else f["metric"]
                    for f in p["flagged"]) or "none"] for p in pairs])
-    lines += ["", "Each pair's command (run twice, as A and B): " + "; ".join(
+    lines += ["", "Each pair's command (each run of either side, in turns): " + "; ".join(
         sorted({f"`{p['command'].replace(ROOT + '/', '')}`" for p in pairs if p['backend'] == 'glibc'}))]
     return sections.text(lines)
 
