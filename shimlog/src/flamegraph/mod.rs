@@ -1,6 +1,8 @@
 //! `shimlog flamegraph LOG --by WHAT -o FILE.svg`: a flame graph (inferno) of the log's
 //! stacks weighted by bytes allocated, calls, bytes live at the peak, bytes never freed, or
 //! slow calls' time.
+pub mod diff;
+
 use crate::analysis::{folded, has_stacks, profile, By};
 
 #[derive(clap::Args)]
