@@ -87,7 +87,12 @@ pub fn draw(
     let (tb, tc) = (total(&b), total(&c));
     if tc == 0 {
         return Err(if tb == 0 {
-            format!("nothing to draw: no stack on either side has any {}", by.title())
+            let slow = if by == By::Slow {
+                ""
+            } else {
+                " (with SHIM_STACKS=slow, the default, only slow calls have stacks: `slow` draws them)"
+            };
+            format!("nothing to draw: no stack on either side has any {}{slow}", by.title())
         } else {
             format!(
                 "nothing to draw: the candidate's stacks have no {} (the base's have {tb} {}); the graph's widths are the candidate's",
