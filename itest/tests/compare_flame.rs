@@ -203,3 +203,29 @@ fn refusals() {
     assert_eq!(json(&[]), json(&["--flamegraph", svg_arg]), "--json changed by --flamegraph");
     svg_doc(&svg);
 }
+
+/// `shimlog flamegraph BASE --vs CAND`: the same engine without the comparison, alloc-calls
+/// too (grow made 256 calls in the base and 1024 in the candidate).
+#[test]
+fn flamegraph_vs_draws_the_same() {
+    let dir = TempDir::new().expect("tempdir");
+    let a = capture(dir.path(), "a", &[1024, 4096], ALL);
+    let b = capture(dir.path(), "b", &[4096, 1024], ALL);
+    let off = capture(dir.path(), "off", &[4096, 1024], &[("SHIM_STACKS", "off")]);
+    let flame = |base: &Path, cand: &Path, svg: &Path, by: &str| {
+        let mut c = command(shimlog_bin());
+        c.arg("flamegraph").arg(base).arg("--vs").arg(cand).args(["--by", by, "-o"]).arg(svg);
+        run(c)
+    };
+    let svg = dir.path().join("calls.svg");
+    flame(&a, &b, &svg, "alloc-calls").assert_success("flamegraph --vs");
+    let s = svg_doc(&svg);
+    assert!(s.contains("Differential flame graph: allocations, candidate against base"));
+    assert!(s.contains("<title>grow (1,024 calls"), "grow's width: the candidate's 1024 calls");
+    assert!(red(fill(&s, "grow")) && blue(fill(&s, "shrink")));
+    assert_eq!(fill(&s, "steady"), WHITE);
+    let o = flame(&a, &off, &svg.with_extension("off.svg"), "alloc-bytes");
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("has no stacks") && o.stderr.contains("SHIM_STACKS=off"), "{}", o.stderr);
+    assert!(!svg.with_extension("off.svg").exists());
+}
