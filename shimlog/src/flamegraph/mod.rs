@@ -47,7 +47,7 @@ fn read(
     r: &recorder::LogReader,
     binaries: Option<&std::path::Path>,
 ) -> Result<(crate::analysis::Profile, Option<f64>), String> {
-    if !has_stacks(&r) {
+    if !has_stacks(r) {
         return Err(format!(
             "flamegraph: {log} has no stacks (written with SHIM_STACKS=off, or before format 4)"
         ));
