@@ -185,7 +185,7 @@ mod tests {
         // The candidate's logs twice as long: normalised under auto, and said.
         let c2 = DiffSide { logs: vec![&cand], secs: Some(2.0) };
         let svg = draw(&b, &c2, By::AllocBytes, Normalize::Auto, false).unwrap();
-        assert!(svg.contains("the base scaled to the candidate's total"), "not said");
+        assert!(svg.contains("the base scaled to the candidate&apos;s total"), "not said");
         // Not for bytes live at the peak, which do not add up over a run.
         let svg = draw(&b, &c2, By::LiveAtPeak, Normalize::Auto, false).unwrap();
         assert!(svg.contains("not normalised"));
