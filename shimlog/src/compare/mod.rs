@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(long, value_name = "WHAT", default_value = "alloc-bytes", value_parser = flame::by_parser())]
     pub flame_by: By,
     /// Scale the base to the candidate's total before colouring (auto: for bytes allocated and
-    /// slow calls' time, when the sides' logs differ in length by over 10%).
+    /// slow calls' time, when the sides' logs differ in length by over 10% and 0.1 s).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub flame_normalize: Normalize,
 }

@@ -12,14 +12,17 @@ use std::collections::BTreeMap;
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Normalize {
     /// For measures that add up over a run (bytes allocated, allocations, slow calls' time),
-    /// when the sides' logs differ in length by more than [`LENGTHS_DIFFER`] on average.
+    /// when the sides' logs differ in mean length by more than [`LENGTHS_DIFFER`] and
+    /// [`LENGTHS_DIFFER_SECS`].
     Auto,
     Always,
     Never,
 }
 
-/// The relative difference of the sides' mean log lengths beyond which `auto` normalises.
+/// The relative difference of the sides' mean log lengths beyond which `auto` normalises,
+/// and the least absolute one (two short runs of one program differ by more than 10% alone).
 pub const LENGTHS_DIFFER: f64 = 0.10;
+pub const LENGTHS_DIFFER_SECS: f64 = 0.1;
 
 /// One side: each log's folded lines ("outer;...;inner value"), for the logs with stacks.
 pub struct DiffSide<'a> {
@@ -65,8 +68,13 @@ fn normalised(base: &DiffSide, cand: &DiffSide, by: By, n: Normalize) -> (bool, 
         Normalize::Never => (false, None),
         Normalize::Always => (true, None),
         Normalize::Auto => match (base.secs, cand.secs) {
-            (Some(b), Some(c)) if accumulates(by) && b > 0.0 && (c / b - 1.0).abs() > LENGTHS_DIFFER => {
-                (true, Some(format!("the logs ran {b:.2} s and {c:.2} s on average")))
+            (Some(b), Some(c))
+                if accumulates(by)
+                    && b > 0.0
+                    && (c / b - 1.0).abs() > LENGTHS_DIFFER
+                    && (c - b).abs() > LENGTHS_DIFFER_SECS =>
+            {
+                (true, Some(format!("the logs ran {b:.3} s and {c:.3} s on average")))
             }
             _ => (false, None),
         },
@@ -186,6 +194,12 @@ mod tests {
         let c2 = DiffSide { logs: vec![&cand], secs: Some(2.0) };
         let svg = draw(&b, &c2, By::AllocBytes, Normalize::Auto, false).unwrap();
         assert!(svg.contains("the base scaled to the candidate&apos;s total"), "not said");
+        // Two short runs 50% apart but by 5 ms: not normalised.
+        let (b3, c3) = (
+            DiffSide { logs: vec![&base], secs: Some(0.01) },
+            DiffSide { logs: vec![&cand], secs: Some(0.015) },
+        );
+        assert!(draw(&b3, &c3, By::AllocBytes, Normalize::Auto, false).unwrap().contains("not normalised"));
         // Not for bytes live at the peak, which do not add up over a run.
         let svg = draw(&b, &c2, By::LiveAtPeak, Normalize::Auto, false).unwrap();
         assert!(svg.contains("not normalised"));

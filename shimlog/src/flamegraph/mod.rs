@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(long = "vs", num_args = 1.., value_name = "CANDIDATE")]
     pub vs: Vec<String>,
     /// With --vs: scale the base to the candidate's total before colouring (auto: for bytes
-    /// allocated, allocations and slow calls' time, when the logs' lengths differ by over 10%).
+    /// allocated, allocations and slow calls' time, when the logs' lengths differ by over 10% and 0.1 s).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub normalize: diff::Normalize,
     /// What the widths measure.
