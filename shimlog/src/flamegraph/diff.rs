@@ -11,15 +11,17 @@ use std::collections::BTreeMap;
 /// (inferno's `normalize`): the colours then show where the shares moved, not the totals.
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Normalize {
-    /// For measures that add up over a run (bytes allocated, allocations, slow calls' time),
-    /// when the sides' logs differ in mean length by more than [`LENGTHS_DIFFER`] and
-    /// [`LENGTHS_DIFFER_SECS`].
+    /// For measures that add up over a run (bytes allocated, allocations, slow calls'
+    /// time), when the sides' logs differ in mean length by over 10% and over 0.1 s.
     Auto,
+    /// Always scale the base to the candidate's total.
     Always,
+    /// Compare the totals as they are.
     Never,
 }
 
-/// The relative difference of the sides' mean log lengths beyond which `auto` normalises,
+/// The relative difference of the sides' mean log lengths beyond which `auto` normalises
+/// (the numbers `Normalize::Auto`'s help gives),
 /// and the least absolute one (two short runs of one program differ by more than 10% alone).
 pub const LENGTHS_DIFFER: f64 = 0.10;
 pub const LENGTHS_DIFFER_SECS: f64 = 0.1;
