@@ -6,12 +6,14 @@
 //! (side.rs), one side after the other. metrics.rs names the metrics and computes them,
 //! boot.rs the intervals, gate.rs `--fail-if`, text.rs the table; docs/compare.md.
 mod boot;
+mod flame;
 mod gate;
 mod metrics;
 pub(crate) mod side;
 mod text;
 
-use crate::analysis::SiteOptions;
+use crate::analysis::{By, SiteOptions};
+use crate::flamegraph::diff::Normalize;
 use metrics::{Group, Role};
 use serde::Serialize;
 pub(crate) use side::Side;
@@ -60,6 +62,18 @@ pub struct Args {
     /// Read and analyse on one thread.
     #[arg(long)]
     pub one_thread: bool,
+    /// Also write a differential flame graph of the two sides' call sites (both with
+    /// stacks): the candidate's widths, red where a stack grew from the base, blue where it
+    /// shrank.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<std::path::PathBuf>,
+    /// What the flame graph measures (as `shimlog flamegraph --by`).
+    #[arg(long, value_name = "WHAT", default_value = "alloc-bytes", value_parser = flame::by_parser())]
+    pub flame_by: By,
+    /// Scale the base to the candidate's total before colouring (auto: for bytes allocated and
+    /// slow calls' time, when the sides' logs differ in length by over 10% and 0.1 s).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub flame_normalize: Normalize,
 }
 
 /// Call sites ranked per measure from each side's top lists.
@@ -135,9 +149,29 @@ pub enum Evaluated {
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
-    let doc = match evaluate(&a)? {
+    let Some(p) = &a.flamegraph else { return compared(&a, None) };
+    let r = compared(&a, Some(flame::create(p)?));
+    if !matches!(r, Ok(0 | 1)) {
+        let _ = std::fs::remove_file(p); // refused or failed: no file left behind
+    }
+    r
+}
+
+/// `run` with the flame graph's file, if asked for, created.
+fn compared(a: &Args, flame_file: Option<std::fs::File>) -> Result<i32, String> {
+    let doc = match evaluate(a)? {
         Evaluated::Refused(m) => return refuse(&m),
-        Evaluated::Done { doc, .. } => doc,
+        Evaluated::Done { doc, base, cand } => {
+            if let Some(mut f) = flame_file {
+                match flame::svg(&base, &cand, a.flame_by, a.flame_normalize) {
+                    Ok(svg) => f
+                        .write_all(svg.as_bytes())
+                        .map_err(|e| format!("compare: writing the flame graph: {e}"))?,
+                    Err(m) => return refuse(&m),
+                }
+            }
+            doc
+        }
     };
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
@@ -171,8 +205,9 @@ pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
         return refused("--confidence: a percentage from 50 to 99.9".into());
     }
     let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ, two_pass: false };
-    let base = side::read(&a.base, !a.one_thread, &so)?;
-    let cand = side::read(&a.vs, !a.one_thread, &so)?;
+    let flame = a.flamegraph.as_ref().map(|_| a.flame_by);
+    let base = side::read(&a.base, !a.one_thread, &so, flame)?;
+    let cand = side::read(&a.vs, !a.one_thread, &so, flame)?;
     if !a.force && base.exes() != cand.exes() {
         return refused(format!(
             "different programs: the base runs {}, the candidate {} (--force compares them anyway)",

@@ -3,7 +3,7 @@
 //! only what the comparison needs kept: its slices, a few end values, and its call sites.
 //! The engine's state (the live tables) is dropped before the other side is read, so that
 //! `compare` holds one side's analysis at a time.
-use crate::analysis::{self, halve, Analysed, Section, SiteOptions, Slice};
+use crate::analysis::{self, halve, Analysed, By, Section, SiteOptions, Slice};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -37,6 +37,9 @@ pub struct Log {
     /// Memory over time for `report --vs`: (ns since the log's start, RSS or None, live
     /// bytes), at most [`MEMORY_POINTS`], evenly thinned.
     pub memory: Vec<(u64, Option<u64>, u64)>,
+    /// The log's stacks folded by the measure `compare --flamegraph` draws (None: the log
+    /// has no stacks, or no flame graph was asked for).
+    pub folded: Option<Vec<String>>,
 }
 
 /// Memory samples a log keeps for the report's overlay (a chart's width).
@@ -113,8 +116,9 @@ fn distinct(it: impl Iterator<Item = String>) -> Vec<String> {
     v
 }
 
-/// Reads `paths` (one pass, the logs together as `stats` reads them).
-pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, String> {
+/// Reads `paths` (one pass, the logs together as `stats` reads them), keeping each log's
+/// stacks folded by `flame` (for `--flamegraph`).
+pub fn read(paths: &[String], two: bool, so: &SiteOptions, flame: Option<By>) -> Result<Side, String> {
     let Analysed { sections, total, mut analyses, .. } = analysis::analyse_with(paths, 64, two, so, true)?;
     let own: Vec<&Section> = if sections.is_empty() { vec![&total] } else { sections.iter().collect() };
     let mut logs = Vec::with_capacity(paths.len());
@@ -165,7 +169,11 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions) -> Result<Side, Strin
             .map(|m| (m.ts_ns, m.rss_bytes, m.max_live_bytes.max(m.live_bytes)))
             .collect();
         let memory = thin(&samples, MEMORY_POINTS);
-        logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share, memory });
+        // A measure with nothing to draw is absent from the section's graphs: no lines.
+        let folded = flame.zip(s.folded.as_ref()).map(|(by, f)| {
+            f.graphs.iter().find(|(b, _)| *b == by).map(|(_, l)| l.clone()).unwrap_or_default()
+        });
+        logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share, memory, folded });
     }
     if let Some(m) = sites.as_mut() {
         for v in m.values_mut() {

@@ -63,6 +63,9 @@ pub fn run(a: Args) -> Result<i32, String> {
             top: 10,
             binaries: None,
             one_thread: false,
+            flamegraph: None,
+            flame_by: crate::analysis::By::AllocBytes,
+            flame_normalize: crate::flamegraph::diff::Normalize::Auto,
         };
         let (doc, base, cand) = match crate::compare::evaluate(&ca) {
             Ok(crate::compare::Evaluated::Done { doc, base, cand }) => (doc, base, cand),
