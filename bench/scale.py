@@ -19,7 +19,12 @@ Then memory and time on many logs: the loop's run cut into window logs (SHIM_WIN
 SHIM_EVERY=30ms, the first 168 windows kept) through stats, and `shimlog export` on the
 default log.
 
-Usage: python3 bench/scale.py [--smoke] [--write] [--events N] [--rounds R]; writes
+`shimlog export` runs with SHIMLOG_STAGES=1 (CPU ns/event of reading, rows and arrays, and each
+file's encoding); SCALE_EXPORT_BEFORE names a shimlog built before the export tuning (commit
+6f21010) to compare with in the same run; `--export-only` records only the default loop log
+and measures export alone, `rounds` times (nothing written to bench/scale.json).
+
+Usage: python3 bench/scale.py [--smoke] [--write] [--events N] [--rounds R] [--export-only]; writes
 bench/scale.json; with --write the section goes into bench/results.json and BENCHMARKS.md is
 rendered again (bench/sections.py); `make bench` measures it with the other sections."""
 import glob
@@ -61,6 +66,46 @@ def run(argv, env=None):
             "stages": [float(stages.group(2)), float(stages.group(3))] if stages else None}
 
 
+def measure_export(log, events, rounds):
+    """`shimlog export` of `log`: this shimlog, and those SCALE_BEFORE (95ee01c) and
+    SCALE_EXPORT_BEFORE (6f21010, before the export tuning) name, round by round; medians."""
+    edir = os.path.join(DIR, "export")
+    modes = [(m, exe) for m, exe in (("now", SHIMLOG), ("before (95ee01c)", os.environ.get("SCALE_BEFORE")),
+                                     ("before export tuning (6f21010)", os.environ.get("SCALE_EXPORT_BEFORE")))
+             if exe and os.access(exe, os.X_OK)]
+    runs = {m: [] for m, _ in modes}
+    for _ in range(rounds):
+        for m, exe in modes:
+            shutil.rmtree(edir, ignore_errors=True)
+            r = run([exe, "export", log, "-o", edir], dict(clean_env(), SHIMLOG_STAGES="1"))
+            out = open(os.path.join(OUT, "last-output.txt"), errors="replace").read()
+            st = re.search(r"export stages: reading ([\d.]+) ns/event CPU; rows and arrays ([\d.]+); "
+                           r"events.parquet encoding ([\d.]+); blocks.parquet encoding ([\d.]+)", out)
+            r["stages_ns"] = [float(x) for x in st.groups()] if st else None
+            r["bytes"] = sum(os.path.getsize(f) for f in glob.glob(os.path.join(edir, "**", "*.parquet"), recursive=True))
+            if r["ok"]:
+                runs[m].append(r)
+    shutil.rmtree(edir, ignore_errors=True)
+    ex = {}
+    for m, _ in modes:
+        ok = runs[m]
+        if not ok:
+            continue
+        wall, cpu = median([r["wall_s"] for r in ok]), median([r["cpu_s"] for r in ok])
+        st = [r["stages_ns"] for r in ok if r["stages_ns"]]
+        ex[m] = {"wall_s": wall, "cpu_s": cpu, "maxrss_kb": max(r["maxrss_kb"] for r in ok),
+                 "events_per_wall_s": events / wall, "events_per_cpu_s": events / cpu,
+                 "bytes": ok[0]["bytes"], "runs": len(ok),
+                 "stages_ns": [median([s[i] for s in st]) for i in range(4)] if st else None}
+        r = ex[m]
+        print(f"scale: export, {m}: {r['events_per_wall_s'] / 1e6:.1f} M events/s wall, "
+              f"{r['events_per_cpu_s'] / 1e6:.1f} M events/CPU-s, max RSS {r['maxrss_kb'] / 1024:.0f} MiB, "
+              f"{r['bytes'] / 1e6:.0f} MB" + (", stages ns/event: reading {:.1f}, rows {:.1f}, events file {:.1f}, "
+                                              "blocks file {:.1f}".format(*r["stages_ns"]) if r["stages_ns"] else ""),
+              flush=True)
+    return ex
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if xs else None
@@ -72,6 +117,15 @@ def main():
     smoke = "--smoke" in args
     events = int(args[args.index("--events") + 1]) if "--events" in args else (1_000_000 if smoke else 100_000_000)
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else (1 if smoke else 3)
+    if "--export-only" in args:
+        os.makedirs(DIR, exist_ok=True)
+        log = record("loop-default", events // 2, {})
+        n = events_of(log)
+        ex = measure_export(log, n, rounds)
+        os.remove(log)
+        print(json.dumps({"events": n, "rounds": rounds, "loadavg_end": open("/proc/loadavg").read().split()[:3],
+                          "export": ex}, indent=1))
+        return 0
     sec = section(measure_data(events, rounds, save=not smoke))
     print(sec)
     if "--write" in args and not smoke:
@@ -149,18 +203,7 @@ def measure_data(events=100_000_000, rounds=3, save=True):
         f"{m} {r['wall_s']:.2f} s, max RSS {r['maxrss_kb'] / 1024:.0f} MiB" for m, r in win["runs"].items()), flush=True)
     shutil.rmtree(wdir, ignore_errors=True)
     # export on the default loop log.
-    ex = {}
-    edir = os.path.join(DIR, "export")
-    for m, exe in (("now", SHIMLOG), ("before (95ee01c)", before)):
-        if not exe or not os.access(exe, os.X_OK):
-            continue
-        shutil.rmtree(edir, ignore_errors=True)
-        r = run([exe, "export", logs[0][1], "-o", edir])
-        r["events_per_wall_s"] = rows[0]["events"] / r["wall_s"]
-        ex[m] = r
-        print(f"scale: export, {m}: {r['events_per_wall_s'] / 1e6:.1f} M events/s wall, "
-              f"max RSS {r['maxrss_kb'] / 1024:.0f} MiB", flush=True)
-    shutil.rmtree(edir, ignore_errors=True)
+    ex = measure_export(logs[0][1], rows[0]["events"], 1 if rounds < 3 else 2)
     for f in glob.glob(os.path.join(DIR, "*.shimlog")):
         os.remove(f)
     load = open("/proc/loadavg").read().split()[:3]
@@ -206,7 +249,11 @@ def section(res):
     if res["export"]:
         out.append("")
         out.append("`shimlog export` of the default loop log: " + "; ".join(
-            f"{m} {r['events_per_wall_s'] / 1e6:.1f} M events/s wall, max RSS {r['maxrss_kb'] / 1024:.0f} MiB"
+            f"{m} {r['events_per_wall_s'] / 1e6:.1f} M events/s wall"
+            + (f" ({r['events_per_cpu_s'] / 1e6:.1f} per CPU second)" if "events_per_cpu_s" in r else "")
+            + f", max RSS {r['maxrss_kb'] / 1024:.0f} MiB"
+            + (" (CPU ns/event: reading {:.1f}, rows and arrays {:.1f}, events.parquet {:.1f}, blocks.parquet {:.1f},"
+               " each stage on a thread of its own)".format(*r["stages_ns"]) if r.get("stages_ns") else "")
             for m, r in res["export"].items()) + ".")
     big = os.path.join(ROOT, "bench", "scale_big.json")
     if os.path.exists(big):

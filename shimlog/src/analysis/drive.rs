@@ -119,7 +119,7 @@ pub fn one(r: &LogReader, a: &mut Analysis, t: &mut SizeTable, p: &Progress, two
 }
 
 /// CPU time of the calling thread so far, in ns.
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec to fill; CLOCK_THREAD_CPUTIME_ID needs nothing else.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };

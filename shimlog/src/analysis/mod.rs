@@ -34,7 +34,7 @@ pub(crate) mod whatif;
 
 pub(crate) use blocks::{Block, BlockTable};
 pub(crate) use classes::SizeTable;
-pub(crate) use drive::{pipelined, Progress};
+pub(crate) use drive::{pipelined, thread_cpu_ns, Progress};
 pub(crate) use latency::Latency;
 pub(crate) use process::Analysis;
 pub(crate) use section::{Section, SiteOptions};

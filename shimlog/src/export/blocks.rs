@@ -6,19 +6,20 @@
 //! freed_tid and lifetime NULL: the log lost its free, stats' address_reuse_conflicts).
 //! The live blocks are in the analysis' own table (analysis/blocks.rs: memory per live block
 //! as in stats, and prefetched a few events ahead).
-use super::sink::{Sink, BATCH};
+use super::sink::{Nullable, Sink, BATCH};
 
 fn v<T>() -> Vec<T> {
     Vec::with_capacity(BATCH)
 }
 use crate::analysis::{Analysis, Block, BlockTable, SizeTable};
+use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::Event;
 use std::sync::Arc;
 
 /// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
-pub const DICT: &[&str] = &[];
+pub const DICT: &[&str] = &["size"];
 pub const DELTA: &[&str] = &["ptr", "made_ts", "made_seq", "freed_ts", "freed_seq", "lifetime_ns"];
 
 pub fn schema() -> SchemaRef {
@@ -49,11 +50,11 @@ pub struct Blocks {
     made_ts: Vec<i64>,
     made_tid: Vec<i32>,
     made_seq: Vec<i64>,
-    freed_ts: Vec<Option<i64>>,
-    freed_tid: Vec<Option<i32>>,
-    freed_seq: Vec<Option<i64>>,
-    lifetime: Vec<Option<i64>>,
-    stack: Vec<Option<i64>>,
+    freed_ts: Nullable<i64>,
+    freed_tid: Nullable<i32>,
+    freed_seq: Nullable<i64>,
+    lifetime: Nullable<i64>,
+    stack: Nullable<i64>,
     /// The stack of each live block that has one, by its made_seq.
     stack_of: rustc_hash::FxHashMap<u64, u32>,
 }
@@ -70,11 +71,11 @@ impl Blocks {
             made_ts: v(),
             made_tid: v(),
             made_seq: v(),
-            freed_ts: v(),
-            freed_tid: v(),
-            freed_seq: v(),
-            lifetime: v(),
-            stack: v(),
+            freed_ts: Nullable::new(),
+            freed_tid: Nullable::new(),
+            freed_seq: Nullable::new(),
+            lifetime: Nullable::new(),
+            stack: Nullable::new(),
             stack_of: Default::default(),
         }
     }
@@ -181,11 +182,11 @@ impl Blocks {
             Arc::new(Int64Array::from(std::mem::take(&mut self.made_ts))),
             Arc::new(Int32Array::from(std::mem::take(&mut self.made_tid))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.made_seq))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.freed_ts))),
-            Arc::new(Int32Array::from(std::mem::take(&mut self.freed_tid))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.freed_seq))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.lifetime))),
-            Arc::new(Int64Array::from(std::mem::take(&mut self.stack))),
+            Arc::new(self.freed_ts.cut::<Int64Type>(n)),
+            Arc::new(self.freed_tid.cut::<Int32Type>(n)),
+            Arc::new(self.freed_seq.cut::<Int64Type>(n)),
+            Arc::new(self.lifetime.cut::<Int64Type>(n)),
+            Arc::new(self.stack.cut::<Int64Type>(n)),
         ];
         out.write(&RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?)
     }

@@ -1,18 +1,18 @@
 //! The events table: every record of the log in the reader's merged time order, one row
 //! each (seq is that order), the fields of the C call as columns.
-use super::sink::{Sink, BATCH};
+use super::sink::{cut, Nullable, Sink, BATCH};
 
 fn v<T>() -> Vec<T> {
     Vec::with_capacity(BATCH)
 }
-use arrow_array::types::Int8Type;
+use arrow_array::types::{Int64Type, Int8Type};
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use recorder::{Event, Op};
 use std::sync::Arc;
 
 /// Dictionary-encoded columns, and delta-encoded ones (see Sink::create).
-pub const DICT: &[&str] = &["op"];
+pub const DICT: &[&str] = &["op", "size"];
 pub const DELTA: &[&str] = &["seq", "ts_ns", "ptr", "old_ptr", "backend_ns", "value"];
 
 pub fn schema() -> SchemaRef {
@@ -47,14 +47,14 @@ pub struct Events {
     ts: Vec<i64>,
     tid: Vec<i32>,
     op: Vec<i8>,
-    ptr: Vec<Option<i64>>,
-    size: Vec<Option<i64>>,
-    count: Vec<Option<i64>>,
-    align: Vec<Option<i64>>,
-    old: Vec<Option<i64>>,
-    backend: Vec<Option<i64>>,
-    value: Vec<Option<i64>>,
-    stack: Vec<Option<i64>>,
+    ptr: Nullable<i64>,
+    size: Nullable<i64>,
+    count: Nullable<i64>,
+    align: Nullable<i64>,
+    old: Nullable<i64>,
+    backend: Nullable<i64>,
+    value: Nullable<i64>,
+    stack: Nullable<i64>,
 }
 
 impl Events {
@@ -67,14 +67,14 @@ impl Events {
             ts: v(),
             tid: v(),
             op: v(),
-            ptr: v(),
-            size: v(),
-            count: v(),
-            align: v(),
-            old: v(),
-            backend: v(),
-            value: v(),
-            stack: v(),
+            ptr: Nullable::new(),
+            size: Nullable::new(),
+            count: Nullable::new(),
+            align: Nullable::new(),
+            old: Nullable::new(),
+            backend: Nullable::new(),
+            value: Nullable::new(),
+            stack: Nullable::new(),
         }
     }
 
@@ -105,8 +105,8 @@ impl Events {
     /// Row `seq` (if not written yet) was made from stack `id`.
     pub fn set_stack(&mut self, seq: u64, id: u32) {
         if let Some(&first) = self.seq.first() {
-            if let Some(s) = seq.checked_sub(first as u64).and_then(|i| self.stack.get_mut(i as usize)) {
-                *s = Some(id as i64);
+            if let Some(i) = seq.checked_sub(first as u64) {
+                self.stack.set(i as usize, id as i64);
             }
         }
     }
@@ -120,11 +120,6 @@ impl Events {
         if n == 0 {
             return Ok(());
         }
-        fn cut<T>(c: &mut Vec<T>, n: usize) -> Vec<T> {
-            let mut rest = Vec::with_capacity(BATCH);
-            rest.extend(c.drain(n..));
-            std::mem::replace(c, rest)
-        }
         let op =
             DictionaryArray::<Int8Type>::try_new(Int8Array::from(cut(&mut self.op, n)), self.names.clone())
                 .map_err(|e| e.to_string())?;
@@ -134,14 +129,14 @@ impl Events {
             Arc::new(Int32Array::from(vec![self.pid; n])),
             Arc::new(Int32Array::from(cut(&mut self.tid, n))),
             Arc::new(op),
-            Arc::new(Int64Array::from(cut(&mut self.ptr, n))),
-            Arc::new(Int64Array::from(cut(&mut self.size, n))),
-            Arc::new(Int64Array::from(cut(&mut self.count, n))),
-            Arc::new(Int64Array::from(cut(&mut self.align, n))),
-            Arc::new(Int64Array::from(cut(&mut self.old, n))),
-            Arc::new(Int64Array::from(cut(&mut self.backend, n))),
-            Arc::new(Int64Array::from(cut(&mut self.value, n))),
-            Arc::new(Int64Array::from(cut(&mut self.stack, n))),
+            Arc::new(self.ptr.cut::<Int64Type>(n)),
+            Arc::new(self.size.cut::<Int64Type>(n)),
+            Arc::new(self.count.cut::<Int64Type>(n)),
+            Arc::new(self.align.cut::<Int64Type>(n)),
+            Arc::new(self.old.cut::<Int64Type>(n)),
+            Arc::new(self.backend.cut::<Int64Type>(n)),
+            Arc::new(self.value.cut::<Int64Type>(n)),
+            Arc::new(self.stack.cut::<Int64Type>(n)),
         ];
         let b = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| e.to_string())?;
         out.write(&b)

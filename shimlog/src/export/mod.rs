@@ -210,10 +210,18 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
     };
     let mut err: Option<String> = None;
     let progress = crate::analysis::Progress::new(r.compressed_bytes());
+    // The reading thread's CPU time, taken when it meets the end.
+    let read_cpu = std::sync::atomic::AtomicU64::new(0);
     crate::analysis::pipelined(
         r.events(),
         || vec![Event::default(); CHUNK],
-        |ev, chunk| ev.fill(chunk),
+        |ev, chunk| {
+            let n = ev.fill(chunk);
+            if n == 0 {
+                read_cpu.store(crate::analysis::thread_cpu_ns(), std::sync::atomic::Ordering::Relaxed);
+            }
+            n
+        },
         |ev| ev.bytes_read,
         |chunk, len| {
             if err.is_none() {
@@ -236,13 +244,29 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
     if let Some(e) = err {
         return Err(e);
     }
+    let (mut ev_cpu, mut bl_cpu) = (0, 0);
     if let Some(mut s) = p.ev_sink {
         p.evs.flush(&mut s, None)?;
-        s.close()?;
+        ev_cpu = s.close()?;
     }
     if let Some(mut s) = p.bl_sink {
         p.bls.finish(&mut s)?;
-        s.close()?;
+        bl_cpu = s.close()?;
+    }
+    if std::env::var_os("SHIMLOG_STAGES").is_some() {
+        // Where the CPU time of the big tables went, by thread: reading (decompressing,
+        // decoding and merging the log's frames), the rows (the pass over the events and
+        // the Arrow arrays made of them) and each file's Parquet encoding and compression.
+        let n = p.seq.max(1) as f64;
+        let ns = |t: u64| t as f64 / n;
+        let rows = crate::analysis::thread_cpu_ns();
+        eprintln!(
+            "export stages: reading {:.1} ns/event CPU; rows and arrays {:.1}; events.parquet encoding {:.1}; blocks.parquet encoding {:.1}",
+            ns(read_cpu.load(std::sync::atomic::Ordering::Relaxed)),
+            ns(rows),
+            ns(ev_cpu),
+            ns(bl_cpu)
+        );
     }
     if want("stacks") {
         // Empty for a log without stacks.

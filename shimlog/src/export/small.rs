@@ -72,8 +72,12 @@ struct Thread {
 /// Threads and samples, fed every event.
 #[derive(Default)]
 pub struct Small {
-    threads: FxHashMap<u32, Thread>,
-    order: Vec<u32>,
+    /// Each stream's place in `order`, `last` the stream of the event before (most events
+    /// follow one of the same stream: no hashing for them).
+    index: FxHashMap<u32, usize>,
+    last: Option<(u32, usize)>,
+    /// The streams in the order first seen, with their counts.
+    order: Vec<(u32, Thread)>,
     samples: Vec<(u64, &'static str, u64)>,
 }
 
@@ -90,10 +94,18 @@ impl Small {
         if e.stream == 0 {
             return;
         }
-        let t = self.threads.entry(e.stream).or_insert_with(|| {
-            self.order.push(e.stream);
-            Thread { tid: e.tid, first: e.ts_ns, ..Default::default() }
-        });
+        let i = match self.last {
+            Some((s, i)) if s == e.stream => i,
+            _ => {
+                let i = *self.index.entry(e.stream).or_insert_with(|| {
+                    self.order.push((e.stream, Thread { tid: e.tid, first: e.ts_ns, ..Default::default() }));
+                    self.order.len() - 1
+                });
+                self.last = Some((e.stream, i));
+                i
+            }
+        };
+        let t = &mut self.order[i].1;
         t.events += 1;
         if e.op.is_alloc_family() {
             t.last = e.ts_ns;
@@ -107,7 +119,7 @@ impl Small {
     }
 
     pub fn threads(&self, pid: u32) -> Result<RecordBatch, String> {
-        let ts: Vec<(u32, Thread)> = self.order.iter().map(|s| (*s, self.threads[s])).collect();
+        let ts = &self.order;
         let i64s = |f: &dyn Fn(&Thread) -> u64| {
             Arc::new(Int64Array::from_iter_values(ts.iter().map(|(_, t)| f(t) as i64))) as ArrayRef
         };
