@@ -100,6 +100,9 @@ fn the_pair_with_stacks_shows_its_differential_flame_graph() {
     assert!(svg.contains("Differential flame graph: bytes allocated, candidate against base"));
     // inferno's script and style sheet are not carried into the page.
     assert!(!svg.contains("<script") && !svg.contains("<style") && !svg.contains("onload"), "{svg}");
+    // Nothing in it binds a number of compare's document: shimlog/tests/report.rs's check that
+    // every number shown is compare's (data-field/data-raw) reads none of the graph's text.
+    assert!(!svg.contains("data-field") && !svg.contains("data-raw"));
     let (g, s, st) = (fill(svg, "grow"), fill(svg, "shrink"), fill(svg, "steady"));
     assert!(g.0 == 255 && g.1 == g.2 && g.1 < 250, "grow grew 1 to 4 MiB and is {g:?}, not red");
     assert!(s.2 == 255 && s.0 == s.1 && s.0 < 250, "shrink shrank 4 to 1 MiB and is {s:?}, not blue");

@@ -33,7 +33,8 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
     /// Compare the logs above (the base) with these (the candidate), as `shimlog compare`
-    /// does, and draw the pair overlaid: memory over time, latency CDFs, the table, verdicts.
+    /// does, and draw the pair overlaid: memory over time, latency CDFs, the table, verdicts,
+    /// and the differential flame graph of bytes allocated when both sides have stacks.
     #[arg(long = "vs", num_args = 1.., value_name = "CANDIDATE")]
     pub vs: Vec<String>,
     /// With --vs: compare logs of different programs.

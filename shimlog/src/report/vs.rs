@@ -121,3 +121,19 @@ fn cdf(h: &[u64]) -> Option<Value> {
     }
     Some(Value::Array(pts.into_iter().map(|(v, q)| json!([v, q])).collect()))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn inline_keeps_the_frames_and_drops_script_style_and_onload() {
+        let doc = concat!(
+            "<?xml version=\"1.0\" standalone=\"no\"?><!DOCTYPE svg PUBLIC \"x\" \"y\">",
+            "<svg version=\"1.1\" onload=\"init(evt)\"><style type=\"text/css\">text { x }</style>",
+            "<script type=\"text/ecmascript\"><![CDATA[var a;]]><![CDATA[function init(evt) {}]]></script>",
+            "<g><title>grow (1 bytes)</title><rect fill=\"rgb(255,100,100)\"/></g></svg>"
+        );
+        let s = super::inline(doc).unwrap();
+        assert_eq!(s, "<svg version=\"1.1\"><g><title>grow (1 bytes)</title><rect fill=\"rgb(255,100,100)\"/></g></svg>");
+        assert!(super::inline("<svg><script>x").is_err(), "an unclosed script is refused");
+    }
+}
