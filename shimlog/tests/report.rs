@@ -371,9 +371,15 @@ fn a_pair_compared_and_overlaid() {
 
     let o = open(browser, &page, &d, &["--dump-dom"]);
     clean(&o);
-    for s in ["sec-verdict", "sec-overlay", "sec-compare", "sec-sites"] {
+    for s in ["sec-verdict", "sec-overlay", "sec-compare", "sec-sites", "sec-diffflame"] {
         assert!(o.dom.contains(&format!("<section id=\"{s}\"")), "section {s} missing");
     }
+    // Neither side has stacks: no differential flame graph, one line saying why
+    // (itest/tests/report_vs_flame.rs draws one from real captures with stacks).
+    assert!(
+        drawn(&o.dom).contains("id=\"no-diff-flame\">no differential flame graph: the base has no stacks"),
+        "no note on the missing differential flame graph"
+    );
     // Every number shown is compare's; the table and the verdicts are all there.
     let n = compare(&o.dom, &cmp);
     let metrics = cmp["metrics"].as_array().unwrap();

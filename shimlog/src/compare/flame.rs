@@ -25,7 +25,7 @@ fn side<'a>(s: &'a Side, name: &str) -> Result<DiffSide<'a>, String> {
     let with: Vec<_> = s.logs.iter().filter(|l| l.folded.is_some()).collect();
     if with.is_empty() {
         return Err(format!(
-            "--flamegraph: the {name} has no stacks (its logs were written with SHIM_STACKS=off, or before format 4); a differential flame graph needs SHIM_STACKS=sample or all on both sides"
+            "the {name} has no stacks (its logs were written with SHIM_STACKS=off, or before format 4); a differential flame graph needs SHIM_STACKS=sample or all on both sides"
         ));
     }
     let secs: Vec<f64> =
@@ -38,9 +38,17 @@ fn side<'a>(s: &'a Side, name: &str) -> Result<DiffSide<'a>, String> {
 
 /// The differential flame graph of `cand` against `base`; Err: the refusal's line.
 pub fn svg(base: &Side, cand: &Side, by: By, n: Normalize) -> Result<String, String> {
-    let (b, c) = (side(base, "base")?, side(cand, "candidate")?);
+    let sides = side(base, "base").and_then(|b| Ok((b, side(cand, "candidate")?)));
+    let (b, c) = sides.map_err(|e| format!("--flamegraph: {e}"))?;
     diff::draw(&b, &c, by, n, base.sites_estimated || cand.sites_estimated)
         .map_err(|e| format!("--flamegraph --flame-by {}: {e}", flag(by)))
+}
+
+/// [`svg`] for a page (`report --vs`): Err says why there is none in words, without the
+/// flags' names.
+pub fn svg_plain(base: &Side, cand: &Side, by: By, n: Normalize) -> Result<String, String> {
+    let (b, c) = (side(base, "base")?, side(cand, "candidate")?);
+    diff::draw(&b, &c, by, n, base.sites_estimated || cand.sites_estimated)
 }
 
 fn flag(by: By) -> String {

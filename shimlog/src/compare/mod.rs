@@ -6,7 +6,7 @@
 //! (side.rs), one side after the other. metrics.rs names the metrics and computes them,
 //! boot.rs the intervals, gate.rs `--fail-if`, text.rs the table; docs/compare.md.
 mod boot;
-mod flame;
+pub(crate) mod flame;
 mod gate;
 mod metrics;
 pub(crate) mod side;
@@ -194,8 +194,15 @@ fn compared(a: &Args, flame_file: Option<std::fs::File>) -> Result<i32, String> 
     Ok(if failed.is_empty() { 0 } else { 1 })
 }
 
-/// Reads both sides and compares them (no output).
+/// Reads both sides and compares them (no output); with `--flamegraph`, each log's stacks
+/// folded by `--flame-by` are kept for [`flame::svg`].
 pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
+    evaluate_folding(a, a.flamegraph.as_ref().map(|_| a.flame_by))
+}
+
+/// [`evaluate`], keeping each log's stacks folded by `flame` (None: none kept) from the same
+/// one pass (`report --vs` draws its differential flame graph from them).
+pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String> {
     let refused = |m: String| Ok(Evaluated::Refused(m));
     let terms = match gate::parse(&a.fail_if) {
         Ok(t) => t,
@@ -205,7 +212,6 @@ pub fn evaluate(a: &Args) -> Result<Evaluated, String> {
         return refused("--confidence: a percentage from 50 to 99.9".into());
     }
     let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ, two_pass: false };
-    let flame = a.flamegraph.as_ref().map(|_| a.flame_by);
     let base = side::read(&a.base, !a.one_thread, &so, flame)?;
     let cand = side::read(&a.vs, !a.one_thread, &so, flame)?;
     if !a.force && base.exes() != cand.exes() {

@@ -9,7 +9,8 @@
 //! 2 MB whatever the log's size), not what the log does.
 //!
 //! With `--vs CANDIDATE...` the page is `compare`'s instead (vs.rs): the two sides overlaid
-//! (memory over time, latency CDFs), compare's table and its verdicts.
+//! (memory over time, latency CDFs), compare's table and its verdicts, and when both sides
+//! have stacks the differential flame graph `compare --flamegraph` writes.
 mod data;
 mod page;
 mod replay;
@@ -32,7 +33,8 @@ pub struct Args {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     pub burst: u64,
     /// Compare the logs above (the base) with these (the candidate), as `shimlog compare`
-    /// does, and draw the pair overlaid: memory over time, latency CDFs, the table, verdicts.
+    /// does, and draw the pair overlaid: memory over time, latency CDFs, the table, verdicts,
+    /// and the differential flame graph of bytes allocated when both sides have stacks.
     #[arg(long = "vs", num_args = 1.., value_name = "CANDIDATE")]
     pub vs: Vec<String>,
     /// With --vs: compare logs of different programs.
@@ -67,7 +69,9 @@ pub fn run(a: Args) -> Result<i32, String> {
             flame_by: crate::analysis::By::AllocBytes,
             flame_normalize: crate::flamegraph::diff::Normalize::Auto,
         };
-        let (doc, base, cand) = match crate::compare::evaluate(&ca) {
+        // The same one pass keeps each log's stacks folded by bytes allocated, for the
+        // differential flame graph (compare --flamegraph's engine).
+        let (doc, base, cand) = match crate::compare::evaluate_folding(&ca, Some(ca.flame_by)) {
             Ok(crate::compare::Evaluated::Done { doc, base, cand }) => (doc, base, cand),
             Ok(crate::compare::Evaluated::Refused(m)) => {
                 let _ = std::fs::remove_file(&a.output);
@@ -79,7 +83,8 @@ pub fn run(a: Args) -> Result<i32, String> {
                 return Err(e);
             }
         };
-        let html = page::render(&vs::build(&doc, &base, &cand)?)?;
+        let flame = crate::compare::flame::svg_plain(&base, &cand, ca.flame_by, ca.flame_normalize);
+        let html = page::render(&vs::build(&doc, &base, &cand, flame)?)?;
         f.write_all(html.as_bytes())
             .and_then(|_| f.flush())
             .map_err(|e| format!("report: writing {}: {e}", a.output))?;

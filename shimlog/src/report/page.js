@@ -461,6 +461,15 @@
       }
       section("sec-sites", "Call sites that moved", h);
     }
+
+    // The differential flame graph (compare --flamegraph's, vs.rs made it inline).
+    {
+      const F = D.diff_flame || {};
+      const h = F.svg
+        ? `<p class="note">widths: the candidate's bytes allocated per stack; colours: the change from the base, red where a stack's own bytes grew, blue where they shrank, the stronger the colour the larger the change (white: unchanged). Hover a frame for its figures; <code>shimlog compare --flamegraph</code> writes it on its own, interactive.</p><figure class="diffflame">${F.svg}</figure>`
+        : `<p class="note" id="no-diff-flame">no differential flame graph: ${esc(F.none || "not made")}</p>`;
+      section("sec-diffflame", "Differential flame graph: where the bytes allocated moved", h);
+    }
   }
 
   function finish() {

@@ -12,7 +12,13 @@ use serde_json::{json, Map, Value};
 /// Most points a CDF line keeps.
 const CDF_POINTS: usize = 600;
 
-pub fn build(doc: &Document, base: &Side, cand: &Side) -> Result<Value, String> {
+/// `flame`: the differential flame graph (an SVG document) or why there is none (one line).
+pub fn build(
+    doc: &Document,
+    base: &Side,
+    cand: &Side,
+    flame: Result<String, String>,
+) -> Result<Value, String> {
     let compare = serde_json::to_value(doc).map_err(|e| e.to_string())?;
     let mut memory = Vec::new();
     for (name, side, info) in [("base", base, &doc.base), ("candidate", cand, &doc.candidate)] {
@@ -44,7 +50,29 @@ pub fn build(doc: &Document, base: &Side, cand: &Side) -> Result<Value, String> 
             "memory": memory,
             "latency_cdf": { "base": cdfs(base), "candidate": cdfs(cand) },
         },
+        "diff_flame": match flame {
+            Ok(svg) => json!({ "svg": inline(&svg)? }),
+            Err(why) => json!({ "none": why }),
+        },
     }))
+}
+
+/// inferno's SVG document as an element the page can hold inline: from `<svg` on (no XML
+/// declaration, no DOCTYPE), without its script and the `onload` that calls it (a page's
+/// innerHTML runs no script, and the handler would fail for want of it), and without its
+/// style sheet, which would apply to the whole page (page.css has its rules, scoped to the
+/// section). What is left is the frames, each with its title (name, value, change) as a
+/// tooltip; `compare --flamegraph` writes the interactive file.
+fn inline(svg: &str) -> Result<String, String> {
+    let bad = |what: &str| format!("the differential flame graph: {what} not where inferno puts it");
+    let mut s = svg[svg.find("<svg").ok_or_else(|| bad("<svg"))?..].to_string();
+    for (open, close) in [("<script", "</script>"), ("<style", "</style>")] {
+        while let Some(a) = s.find(open) {
+            let b = a + s[a..].find(close).ok_or_else(|| bad(close))? + close.len();
+            s.replace_range(a..b, "");
+        }
+    }
+    Ok(s.replacen(" onload=\"init(evt)\"", "", 1))
 }
 
 /// The side's timed calls as CDFs: `all`, and each C function it timed: [[ns, share], ...].
@@ -92,4 +120,20 @@ fn cdf(h: &[u64]) -> Option<Value> {
         pts = (0..CDF_POINTS - 1).map(|i| pts[(i as f64 * step) as usize]).chain([last]).collect();
     }
     Some(Value::Array(pts.into_iter().map(|(v, q)| json!([v, q])).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn inline_keeps_the_frames_and_drops_script_style_and_onload() {
+        let doc = concat!(
+            "<?xml version=\"1.0\" standalone=\"no\"?><!DOCTYPE svg PUBLIC \"x\" \"y\">",
+            "<svg version=\"1.1\" onload=\"init(evt)\"><style type=\"text/css\">text { x }</style>",
+            "<script type=\"text/ecmascript\"><![CDATA[var a;]]><![CDATA[function init(evt) {}]]></script>",
+            "<g><title>grow (1 bytes)</title><rect fill=\"rgb(255,100,100)\"/></g></svg>"
+        );
+        let s = super::inline(doc).unwrap();
+        assert_eq!(s, "<svg version=\"1.1\"><g><title>grow (1 bytes)</title><rect fill=\"rgb(255,100,100)\"/></g></svg>");
+        assert!(super::inline("<svg><script>x").is_err(), "an unclosed script is refused");
+    }
 }
