@@ -107,6 +107,10 @@ impl Quiesce {
             std::thread::yield_now();
         }
     }
+    /// [`Quiesce::relock`] without waiting: false when a fork waits or the lock is held.
+    pub fn try_relock(&self) -> bool {
+        self.forks.load(SeqCst) == 0 && self.held.compare_exchange(false, true, Acquire, Relaxed).is_ok()
+    }
     pub fn unlock(&self) {
         self.held.store(false, Release);
     }

@@ -49,31 +49,33 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
         // This thread only (a thread id is a PRIO_PROCESS target on Linux).
         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
+    // Not during the program's first moments: a short-lived command (a shell's, a build's)
+    // ends before and pays nothing, and a longer one's start-up is not competed with. The
+    // fork lock is not even asked for meanwhile (asking spins while the recorder works).
+    let age = recorder::clock::mono_ns().saturating_sub(G.get().p0.mono_ns);
+    if !sleep(START_AFTER_NS.saturating_sub(age)) || !take_quiesce() {
+        return core::ptr::null_mut();
+    }
     // Not forked while this thread works (thread::QUIESCE): a recovery allocates through the
     // backend, whose locks a child would inherit held. Released while it pauses.
-    QUIESCE.relock();
-    run();
-    QUIESCE.unlock();
+    if run() {
+        QUIESCE.unlock();
+    }
     core::ptr::null_mut()
 }
 
-fn run() {
+/// The recoveries; true when it ends holding the fork lock (false: a pause saw the exit).
+fn run() -> bool {
     let g = G.get();
-    let Some(cap) = g.inflight_max else { return };
-    // Not during the program's first moments: a short-lived command (a shell's, a build's)
-    // ends before and pays nothing, and a longer one's start-up is not competed with.
-    let age = recorder::clock::mono_ns().saturating_sub(g.p0.mono_ns);
-    if !pause(START_AFTER_NS.saturating_sub(age)) {
-        return;
-    }
+    let Some(cap) = g.inflight_max else { return true };
     let dir = recorder::inflight::user_dir(&g.inflight_base);
-    let Ok((todo, _)) = reclaim::plan(&dir, cap, BURST, OVER_CAP) else { return };
+    let Ok((todo, _)) = reclaim::plan(&dir, cap, BURST, OVER_CAP) else { return true };
     for (i, e) in todo.iter().enumerate() {
         if i >= BURST && !pause(1_000_000_000 / PER_SECOND) {
-            return;
+            return false;
         }
         if shared::SHUTDOWN.load(Acquire) {
-            return;
+            return true;
         }
         let o = reclaim::reclaim(&e.path);
         if let Outcome::Removed { why, pid, .. } = o {
@@ -83,6 +85,7 @@ fn run() {
             }
         }
     }
+    true
 }
 
 /// Removals for the watch log, `why << 32 | pid` (0: free), until the recorder writes them.
@@ -105,8 +108,8 @@ pub fn take_removed(mut f: impl FnMut(u64, u32)) {
     }
 }
 
-/// Sleeps `ns`, false when the process began its exit meanwhile.
-fn pause(ns: u64) -> bool {
+/// Sleeps `ns` (without the fork lock), false when the process began its exit meanwhile.
+fn sleep(ns: u64) -> bool {
     let until = recorder::clock::mono_ns() + ns;
     loop {
         let now = recorder::clock::mono_ns();
@@ -116,10 +119,28 @@ fn pause(ns: u64) -> bool {
         if shared::SHUTDOWN.load(Acquire) {
             return false;
         }
-        // A fork may happen while this thread sleeps (it allocates nothing meanwhile).
-        QUIESCE.unlock();
         unsafe { libc::usleep(((until - now) / 1000).min(10_000) as libc::c_uint) };
-        QUIESCE.relock();
     }
     !shared::SHUTDOWN.load(Acquire)
+}
+
+/// Takes the fork lock, sleeping 1 ms between tries (the recorder holds it while it works,
+/// and a background chore has no cause to spin for it); false when the process began its
+/// exit meanwhile.
+fn take_quiesce() -> bool {
+    while !QUIESCE.try_relock() {
+        if shared::SHUTDOWN.load(Acquire) {
+            return false;
+        }
+        unsafe { libc::usleep(1000) };
+    }
+    true
+}
+
+/// Sleeps `ns` with the fork lock released (a fork may happen meanwhile: this thread
+/// allocates nothing while it sleeps); false, and the lock not held, when the process began
+/// its exit meanwhile.
+fn pause(ns: u64) -> bool {
+    QUIESCE.unlock();
+    sleep(ns) && take_quiesce()
 }
