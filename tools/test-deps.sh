@@ -7,7 +7,9 @@
 #   tools/test-deps.sh --check   only checks (the one line, exit 1), never installs
 #
 # Each need is one line of DEBS or PIPS: "TEST|PACKAGE|WHY". TEST is a shell condition that
-# holds when the need is met. Extend the arrays to add a need; nothing else changes.
+# holds when the need is met (no "|" in it: "||" would split the line; a need whose test is
+# cut short names an empty package, which the check below refuses). Extend the arrays to add
+# a need; nothing else changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +27,7 @@ DEBS=(
   "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|itest/programs/ownalloc: static tcmalloc"
   "command -v redis-server|redis-server|itest redis.rs: Debian's redis-server under the shim"
   "command -v redis-benchmark|redis-tools|itest redis.rs: the load"
-  "command -v chromium || command -v chromium-browser|chromium|shimlog tests report.rs: the page in a real browser"
+  "test -n \"\$(command -v chromium chromium-browser)\"|chromium|shimlog tests report.rs: the page in a real browser"
   "command -v go|golang-go|itest stacks.rs: go tool pprof reads shimlog pprof's files"
   "python3 -m pip --version|python3-pip|the Python packages below"
   "command -v java|default-jre-headless|itest fleets.rs: Apache Spark's runtime"
@@ -50,6 +52,10 @@ missing() { # ARRAY_NAME: the packages of its unmet needs
   done
 }
 
+for line in "${DEBS[@]}" "${PIPS[@]}"; do
+  IFS='|' read -r _ pkg _ <<<"$line"
+  [ -n "$pkg" ] || { echo "tools/test-deps.sh: a need names no package (a '|' in its test?): $line" >&2; exit 2; }
+done
 mapfile -t debs < <(missing DEBS)
 mapfile -t pips < <(missing PIPS)
 command -v cargo >/dev/null 2>&1 || {
