@@ -45,6 +45,7 @@ import report  # noqa: E402
 import report_export  # noqa: E402
 import sampled  # noqa: E402
 import threads  # noqa: E402
+import verdict_fidelity  # noqa: E402
 import runner  # noqa: E402
 import sections  # noqa: E402
 import stats_speed  # noqa: E402
@@ -65,6 +66,7 @@ SECTION_SCRIPTS = [
     (inflight, "dead processes' in-flight files: start-up beside them, a crash loop (bench/inflight.py)"),
     (scale, "analysis at scale: one pass, the decoding pool, window logs, export (bench/scale.py)"),
     (compare, "shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)"),
+    (verdict_fidelity, "the replay's verdict with --rounds 3 against real runs (bench/verdict_fidelity.py)"),
 ]
 
 

@@ -9,10 +9,10 @@ backend (SHIM_TRACE=0, alternating backends; medians of wall time and of heap RS
 RSS minus that of the program doing next to nothing); one `shimlog replay LOG --rounds
 ROUNDS --json`, whose verdict ranks the columns on wall time and peak RSS with ties.
 
-  python3 bench/verdict_fidelity.py [--smoke] [--rounds N] [--only NAME,...]
+  python3 bench/verdict_fidelity.py [--smoke] [--write]
 
-Writes bench/out/fidelity/verdict.json and prints the summary."""
-import argparse
+A section of `make bench` (bench/bench.py's SECTION_SCRIPTS): --write puts it into
+bench/results.json and BENCHMARKS.md alone; its data also goes to bench/out/fidelity/verdict.json."""
 import json
 import os
 import statistics
@@ -21,7 +21,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fidelity import FID, programs, real_run  # noqa: E402
+import sections  # noqa: E402
 from workloads import BACKENDS, SHIMLOG, build  # noqa: E402
+
+TITLE = "## The replay's verdict against real runs"
+ROUNDS = 3
 
 FIDELITY_C = ("cfrac_like", "glibc_simple_like", "mstress_like", "malloc_large_like",
               "espresso_like", "larson_like", "alloc_test_like")
@@ -45,18 +49,14 @@ def judge(real, ranking, close=0.10):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="")
-    a = ap.parse_args()
+def measure_data(smoke=False, rounds=ROUNDS, only=(), say=lambda s: print(s, file=sys.stderr, flush=True)):
+    """Every fidelity program: one capture, `rounds` rounds of real runs of every backend,
+    one replay with `--rounds`, its verdict judged pair by pair."""
     for n in FIDELITY_C:
         build(os.path.join("fidelity", n), exe=n)
-    only = set(filter(None, a.only.split(",")))
     os.makedirs(FID, exist_ok=True)
     rows = []
-    for name, title, argv, base, env in programs(a.smoke):
+    for name, title, argv, base, env in programs(smoke):
         if only and name not in only:
             continue
         for f in os.listdir(FID):
@@ -67,13 +67,13 @@ def main():
         logp = max(logs, key=os.path.getsize)
         walls = {b: [] for b in BACKENDS}
         rss = {b: [] for b in BACKENDS}
-        for _ in range(a.rounds):
+        for _ in range(rounds):
             for b in BACKENDS:
                 m = real_run(argv, env, b)
                 walls[b].append(m["wall_s"])
                 rss[b].append(m["maxrss_kb"] * 1024)
         base_rss = {b: real_run(base, env, b)["maxrss_kb"] * 1024 for b in BACKENDS}
-        p = subprocess.run([SHIMLOG, "replay", logp, "--rounds", str(a.rounds), "--json"],
+        p = subprocess.run([SHIMLOG, "replay", logp, "--rounds", str(rounds), "--json"],
                            capture_output=True, text=True, timeout=1800)
         if p.returncode != 0:
             raise RuntimeError(f"replay of {logp}: {p.stderr[-400:]}")
@@ -86,9 +86,9 @@ def main():
                "verdict": rep["verdict"]["lines"]}
         rows.append(row)
         w = row["wall"]
-        print(f"verdict-fidelity {name}: wall: decisive {sum(x['decisive'] for x in w)}, right "
-              f"{sum(x['right'] for x in w)}, close {sum(not x['decisive'] for x in w)}, tied "
-              f"{sum(x['tie'] and not x['decisive'] for x in w)}", file=sys.stderr, flush=True)
+        say(f"verdict-fidelity {name}: wall: decisive {sum(x['decisive'] for x in w)}, right "
+            f"{sum(x['right'] for x in w)}, close {sum(not x['decisive'] for x in w)}, tied "
+            f"{sum(x['tie'] and not x['decisive'] for x in w)}")
     summ = {}
     for k in ("wall", "peak_rss"):
         ps = [x for r in rows for x in r[k]]
@@ -99,16 +99,52 @@ def main():
                    "decisive_not_tied": sum(not x["tie"] for x in dec),
                    "not_tied_right": sum(x["right"] and not x["tie"] for x in dec),
                    "close": len(close), "close_called_tie": sum(x["tie"] for x in close)}
-    res = {"rounds": a.rounds, "smoke": a.smoke, "programs": rows, "summary": summ}
+    res = {"rounds": rounds, "smoke": smoke, "programs": rows, "summary": summ}
     with open(os.path.join(FID, "verdict.json"), "w") as f:
         json.dump(res, f, indent=1)
-    for k, s in summ.items():
-        print(f"{k}: decisive pairs (real runs >10% apart) ranked right {s['ranked_right']} of {s['decisive']} "
-              f"({s['decisive_called_tie']} of them called ties; of those not called ties "
-              f"{s['not_tied_right']} of {s['decisive_not_tied']} right); pairs within 10% called ties "
-              f"{s['close_called_tie']} of {s['close']}")
-    return 0
+    return res
+
+
+def section(r):
+    """The section's text from measure_data's result."""
+    rows, summ = r["programs"], r["summary"]
+    pairs = sum(len(x["wall"]) for x in rows)
+    lines = sections.intro(TITLE, "python3 bench/verdict_fidelity.py --write", r["rounds"],
+                           "medians of the real runs; the replay's own rounds inside it")
+    lines += ["", f"The {len(rows)} programs of the replay fidelity section: each captured once on glibc, run for "
+              f"real {r['rounds']} rounds on every backend (SHIM_TRACE=0, backends in turns; medians of wall time "
+              "and of heap RSS, the peak RSS less that of the program doing next to nothing), and replayed once "
+              f"with `shimlog replay LOG --rounds {r['rounds']} --json`, whose verdict ranks the columns by the "
+              "median of each figure and calls two columns a tie when the ranges of their rounds overlap. "
+              f"{pairs} backend pairs on wall time, {pairs} on peak RSS. A pair is decisive when its real runs "
+              "are more than 10% apart, close otherwise.", ""]
+    names = {"wall": "wall time", "peak_rss": "peak RSS"}
+    lines += sections.table(
+        ["figure", "decisive pairs ranked right", "of those, called ties",
+         "decisive pairs not called ties, ranked right", "close pairs called ties"],
+        [[names[k], f"{s['ranked_right']} of {s['decisive']}", str(s["decisive_called_tie"]),
+          f"{s['not_tied_right']} of {s['decisive_not_tied']}", f"{s['close_called_tie']} of {s['close']}"]
+         for k, s in summ.items()])
+    lines += ["", "Per program (wall time): decisive pairs, ranked right, not called ties and right; close "
+              "pairs, called ties.", ""]
+    lines += sections.table(["program", "decisive", "right", "not tied, right", "close", "close, tied"], [
+        [x["name"], str(sum(p["decisive"] for p in x["wall"])),
+         str(sum(p["right"] for p in x["wall"])),
+         f"{sum(p['right'] and not p['tie'] for p in x['wall'])} of "
+         f"{sum(p['decisive'] and not p['tie'] for p in x['wall'])}",
+         str(sum(not p["decisive"] for p in x["wall"])),
+         str(sum(p["tie"] and not p["decisive"] for p in x["wall"]))] for x in rows])
+    lines += ["", "Where the verdict calls a wall-time difference (ranges apart) is the figure to trust; the replay "
+              "leaves the program's own work out, so its differences are smaller than the real runs' while its "
+              "rounds vary as much, and it calls more ties than the real runs have. Data: "
+              "bench/out/fidelity/verdict.json."]
+    return sections.text(lines)
+
+
+def measure(smoke=False, reps=None, say=lambda s: print(s, file=sys.stderr, flush=True)):
+    """The section's text (`reps`: the rounds, 3 unless given; the smoke run uses 2)."""
+    return section(measure_data(smoke, reps or (2 if smoke else ROUNDS), say=say))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sections.main(measure, TITLE)
