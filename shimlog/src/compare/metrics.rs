@@ -70,9 +70,9 @@ pub struct Def {
     pub what: &'static str,
     /// One value per log, the same in every draw of its slices (no interval from one log).
     pub per_log: bool,
-    /// Set by the slowest few calls of a run (p99.9, the slowest call, the stalls): judged
-    /// like latency (see
-    /// [`Def::judged`]).
+    /// Set by the slowest few calls of a run (p99.9, the slowest call, the stalls), by the
+    /// machine's speed (calls_per_s) or by one instant of it (rss_end): judged like latency
+    /// (see [`Def::judged`]).
     pub tail: bool,
 }
 
@@ -169,8 +169,15 @@ pub fn fixed(name: &str) -> Option<Def> {
         what: f.4,
         per_log: matches!(f.0, "rss_end" | "slop"),
         // calls_per_s too: how fast the machine ran the program (a paced run that falls
-        // behind under load makes fewer calls a second) is not the program's doing.
-        tail: matches!(f.0, "alloc_p999" | "alloc_max" | "stall_max" | "stalls_per_hour" | "calls_per_s"),
+        // behind under load makes fewer calls a second) is not the program's doing. And
+        // rss_end: one sample a run, at one instant (before or after the program's last
+        // frees reached the OS, how far a multi-threaded program's consumers had fallen
+        // behind): two runs a side of one configuration had it 15% and 50% apart, each side's
+        // two runs close together (bench/compare.py), which no interval from two runs covers.
+        tail: matches!(
+            f.0,
+            "alloc_p999" | "alloc_max" | "stall_max" | "stalls_per_hour" | "calls_per_s" | "rss_end"
+        ),
     })
 }
 
