@@ -145,11 +145,12 @@ def _swap(doc):
     return {"metrics": [dict(m, base=m["candidate"]) for m in doc["metrics"]]}
 
 
-def calibrated(w, size, say):
-    """A size at which w runs about RUN_S seconds on this machine now (one glibc run timed):
-    runs shorter than compare's 1.5 s have no memory metric judged from one log a side, and a
+def calibrated(w, size, backend, say):
+    """A size at which w runs about RUN_S seconds on `backend` on this machine now (one run
+    timed; each backend its own, since they run one workload up to 4x apart): runs shorter
+    than compare's 1.5 s have no memory metric judged from fewer than five logs a side, and a
     false-alarm count of pairs where nothing is judged says nothing."""
-    a, _ = record(w, size, "glibc", f"cmp-{w.name}-cal")
+    a, _ = record(w, size, backend, f"cmp-{w.name}-cal")
     try:
         secs = _seconds(_compared(a, a))
     finally:
@@ -157,7 +158,7 @@ def calibrated(w, size, say):
     if not secs:
         return size
     scaled = int(size * min(40.0, max(1.0, RUN_S / secs)))
-    say(f"compare false alarms: {w.name} at {size} ran {secs:.2f} s; pairs run at {scaled}")
+    say(f"compare false alarms: {w.name} on {backend} at {size} ran {secs:.2f} s; pairs run at {scaled}")
     return scaled
 
 
@@ -168,8 +169,11 @@ def false_alarms(smoke, say):
     pairs = []
     for name, size in PAIR_SIZES.items():
         w = ws[name]
-        size = w.smoke if smoke else calibrated(w, size, say)
+        sizes = {}
         for k, backend in enumerate(PAIR_BACKENDS[:1] if smoke else PAIR_BACKENDS):
+            if backend not in sizes:
+                sizes[backend] = w.smoke if smoke else calibrated(w, PAIR_SIZES[name], backend, say)
+            size = sizes[backend]
             tag = f"cmp-{name}-{k}"
             a, b = [], []
             for r in range(1 if smoke else RUNS_A_SIDE):  # in turns: A, B, A, B
@@ -228,16 +232,16 @@ def section(r):
     judged = sum(p["judged"] for p in pairs)
     runs = max((p.get("runs_a_side", 1) for p in pairs), default=1)
     lines += ["", f"False alarms: {len(pairs)} pairs, each {runs} run{'s' if runs != 1 else ''} a side of the same "
-              f"workload, size and backend (recorded, default settings; sizes set by one timed run to about "
-              f"{RUN_S:.0f} s), taken in turns, `shimlog compare A1 A2 --vs B1 B2 --json` at the default confidence "
+              "workload, size and backend (recorded, default settings; sizes set by one timed run of each "
+              f"workload on each backend to about {RUN_S:.0f} s), taken in turns, `shimlog compare A1 A2 --vs B1 B2 --json` at the default confidence "
               f"(95%): **{n_flag} metric{'s' if n_flag != 1 else ''} flagged** of {judged} judged over all pairs "
               f"(target: at most 1: {'met' if n_flag <= 1 else 'NOT met'}). Latency, stalls, calls_per_s and "
               "rss_end (one sample a run) are judged from five runs a side, the other memory metrics and calls from two, from runs of 1.5 s or more (a pair with 0 "
               "judged ran shorter under the machine's load); intervals from few runs are widened by Student's t "
-              "(docs/compare.md). What is flagged (below) is a change between the sides' runs that their own "
-              "spread did not cover: with two runs a side, a metric whose runs scatter widely (the last RSS sample, "
-              "the demo's live bytes, set by how far its consumer threads fall behind under the machine's load) "
-              "can land both base runs on one side of the candidate's.", ""]
+              "(docs/compare.md). A flag (below) is a change between the sides' runs that their own spread did "
+              "not cover: with two runs a side, a metric whose runs scatter widely (the demo's live bytes, set by "
+              "how far its consumer threads fall behind under the machine's load) can land both base runs on one "
+              "side of the candidate's.", ""]
     lines += sections.table(["workload", "backend", "size", "seconds (A, B)", "judged", "flagged"], [
         [p["workload"], p["backend"], str(p["size"]),
          ", ".join(f"{x:.1f}" for x in p.get("seconds") or [] if x) or "-", str(p["judged"]),
