@@ -134,10 +134,19 @@ def section(r):
          f"{sum(p['decisive'] and not p['tie'] for p in x['wall'])}",
          str(sum(not p["decisive"] for p in x["wall"])),
          str(sum(p["tie"] and not p["decisive"] for p in x["wall"]))] for x in rows])
-    lines += ["", "Where the verdict calls a wall-time difference (ranges apart) is the figure to trust; the replay "
-              "leaves the program's own work out, so its differences are smaller than the real runs' while its "
-              "rounds vary as much, and it calls more ties than the real runs have. Data: "
-              "bench/out/fidelity/verdict.json."]
+    w = summ["wall"]
+    worst = min(rows, key=lambda x: sum(p["right"] for p in x["wall"]) - sum(p["decisive"] for p in x["wall"]))
+    miss = sum(p["decisive"] and not p["right"] for p in worst["wall"])
+    lines += ["", f"Where the verdict calls a wall-time difference (ranges apart) it is right {w['not_tied_right']} "
+              f"times in {w['decisive_not_tied']}. Of the pairs whose real runs are within 10% it calls "
+              f"{w['close_called_tie']} of {w['close']} ties: the replay times the allocator's calls alone, without "
+              "the program's own work, so a difference that is a few percent of a real run can be most of a "
+              "replay's, and its rounds tell it apart."
+              + (f" The most missed program: {worst['name']} ({miss} decisive pair{'s' if miss != 1 else ''} "
+                 "ordered the other way): its real runs differ in a way its allocator calls alone do not show "
+                 "(the replay sees only the calls, not how the program's own work fares on each allocator's "
+                 "memory)." if miss else ""),
+              "", "Data: bench/out/fidelity/verdict.json."]
     return sections.text(lines)
 
 
