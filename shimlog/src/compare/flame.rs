@@ -38,8 +38,7 @@ fn side<'a>(s: &'a Side, name: &str) -> Result<DiffSide<'a>, String> {
 
 /// The differential flame graph of `cand` against `base`; Err: the refusal's line.
 pub fn svg(base: &Side, cand: &Side, by: By, n: Normalize) -> Result<String, String> {
-    let sides = side(base, "base").and_then(|b| Ok((b, side(cand, "candidate")?)));
-    let (b, c) = sides.map_err(|e| format!("--flamegraph: {e}"))?;
+    let (b, c) = sides(base, cand).map_err(|e| format!("--flamegraph: {e}"))?;
     diff::draw(&b, &c, by, n, base.sites_estimated || cand.sites_estimated)
         .map_err(|e| format!("--flamegraph --flame-by {}: {e}", flag(by)))
 }
@@ -47,8 +46,12 @@ pub fn svg(base: &Side, cand: &Side, by: By, n: Normalize) -> Result<String, Str
 /// [`svg`] for a page (`report --vs`): Err says why there is none in words, without the
 /// flags' names.
 pub fn svg_plain(base: &Side, cand: &Side, by: By, n: Normalize) -> Result<String, String> {
-    let (b, c) = (side(base, "base")?, side(cand, "candidate")?);
+    let (b, c) = sides(base, cand)?;
     diff::draw(&b, &c, by, n, base.sites_estimated || cand.sites_estimated)
+}
+
+fn sides<'a>(base: &'a Side, cand: &'a Side) -> Result<(DiffSide<'a>, DiffSide<'a>), String> {
+    Ok((side(base, "base")?, side(cand, "candidate")?))
 }
 
 fn flag(by: By) -> String {
