@@ -376,7 +376,10 @@ fn refuses_what_cannot_be_compared() {
 fn call_sites_that_moved() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new().expect("tempdir");
-    let stacks = [("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_SEED", "7")];
+    // One sample per 32 KiB on average (the default is 512 KiB: about 64 samples of 32 MiB,
+    // an estimate 10-20% off either way, which made two runs 16 MiB apart look 1.6 MiB apart
+    // in one CI run); about 1000 samples here.
+    let stacks = [("SHIM_STACKS", "sample"), ("SHIM_SAMPLE_SEED", "7"), ("SHIM_SAMPLE_BYTES", "32k")];
     let run_with = |name: &str, live_kib: u32| -> PathBuf {
         let mut c = command(cprog("compare_load"));
         // Five milliseconds of replacements only: the blocks made again move from the
