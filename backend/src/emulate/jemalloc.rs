@@ -1440,6 +1440,13 @@ pub unsafe fn bymib(
     }
 }
 
+/// Redis' and Valkey's jemalloc extension `get_defrag_hint(ptr)` (`je_get_defrag_hint` in
+/// their build): whether active defragmentation should move the block. The serving backend
+/// has no slabs to compare: 0, keep it where it is.
+pub fn defrag_hint(_b: Backend, _ptr: *mut c_void) -> c_int {
+    0
+}
+
 /// The name a MIB stands for (for the shim's one line about it), as far as the tree goes.
 fn mib_name(mib: &[usize]) -> Buf<160> {
     use core::fmt::Write;
@@ -2139,6 +2146,7 @@ mod tests {
                 0
             );
             assert_eq!(out, [0, 0, 1, 0, 0, 0]);
+            assert_eq!(defrag_hint(B, bptr as *mut c_void), 0);
         }
     }
 }
