@@ -109,9 +109,11 @@ pub enum Kind {
     MiStatsMerge0,
     /// mi_collect(force)
     MiCollect1,
+    /// get_defrag_hint(ptr) -> int: Redis' and Valkey's jemalloc (je_get_defrag_hint)
+    DefragHint1,
 }
 
-pub const KINDS: usize = Kind::MiCollect1 as usize + 1;
+pub const KINDS: usize = Kind::DefragHint1 as usize + 1;
 
 use Kind::*;
 
@@ -147,6 +149,7 @@ pub const JEMALLOC: &[(&str, Kind)] = &[
     ("mallctlnametomib", Nametomib3),
     ("mallctlbymib", Bymib6),
     ("malloc_stats_print", StatsPrint3),
+    ("get_defrag_hint", DefragHint1),
 ];
 
 /// gperftools' tcmalloc (`tc_` names; the standard and C++ names are aliases of these).
