@@ -26,6 +26,8 @@ DEBS=(
   "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|itest/programs/ownalloc: static jemalloc; itest jemalloc_namespace.rs: -ljemalloc"
   "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|itest/programs/ownalloc: static tcmalloc"
   "command -v redis-server|redis-server|itest redis.rs: Debian's redis-server under the shim"
+  "test -f /usr/lib/$multiarch/libc.a|libc6-dev|itest attach.rs: a static executable to refuse"
+  "test -f /usr/lib/$multiarch/libz.so.1|zlib1g|itest attach.rs: a library to load into a running program"
   "command -v redis-benchmark|redis-tools|itest redis.rs: the load"
   "test -n \"\$(command -v chromium chromium-browser)\"|chromium|shimlog tests report.rs: the page in a real browser"
   "command -v go|golang-go|itest stacks.rs: go tool pprof reads shimlog pprof's files"

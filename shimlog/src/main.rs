@@ -17,6 +17,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod analysis;
+mod attach;
 mod compare;
 mod ctl;
 mod dump;
@@ -54,6 +55,8 @@ enum Cmd {
     Flamegraph(flamegraph::Args),
     /// Start or stop a capture window in a running process (SHIM_CONTROL=1), or ask its state.
     Ctl(ctl::Args),
+    /// Load the shim into a running process (ptrace) and start recording it.
+    Attach(attach::Args),
     /// Write one self-contained HTML page of what stats (and --replay) found.
     Report(report::Args),
     /// Write the logs as Parquet tables (docs/export.md).
@@ -78,6 +81,7 @@ fn main() {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Replay(a) => replay::run(a),
         Cmd::Ctl(a) => ctl::run(a),
+        Cmd::Attach(a) => attach::run(a),
         Cmd::Recover(a) => recover::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Export(a) => export::run(a),

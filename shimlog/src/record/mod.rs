@@ -150,7 +150,7 @@ fn prepare(t: &Target) -> Option<(Result<PathBuf, String>, PathBuf)> {
 }
 
 /// `libshim.so` named by --shim, else beside this executable, else in `../lib` of its directory.
-fn find_shim(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn find_shim(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = given {
         return if p.is_file() {
             std::fs::canonicalize(p).map_err(|e| format!("--shim {}: {e}", p.display()))
