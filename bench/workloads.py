@@ -20,7 +20,19 @@ SHIM = os.path.join(ROOT, "target", "release", "libshim.so")
 SHIMLOG = os.path.join(ROOT, "target", "release", "shimlog")
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
-BACKENDS = ("glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc")
+
+def _backends():
+    """The backends' names, from their one list (config/src/lib.rs, `BACKENDS`), as
+    `shimlog generate backends` prints them."""
+    try:
+        out = subprocess.run([SHIMLOG, "generate", "backends"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"bench: {SHIMLOG} generate backends failed ({e}): run 'make build' first")
+    return tuple(out.stdout.split())
+
+
+BACKENDS = _backends()
+
 # Debian's packages, preloaded on their own for the bare baselines (snmalloc and rpmalloc
 # have none: their groups run without a bare baseline, see bench/backends.py).
 DEBIAN_PKG = {"jemalloc": "libjemalloc2", "mimalloc": "libmimalloc2.0", "tcmalloc": "libtcmalloc-minimal4",

@@ -62,8 +62,8 @@ impl Backend {
         Backend::Snmalloc,
         Backend::Rpmalloc,
     ];
-    /// The accepted spellings, for error messages.
-    pub const ACCEPTED: &'static str = "glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc";
+    /// The accepted spellings, for error messages (the one list: `shim_config::BACKENDS`).
+    pub const ACCEPTED: &'static str = shim_config::BACKENDS_LIST;
 
     /// Whether this build has the allocator (tcmalloc needs Debian's static library at build
     /// time; the others are built from source).
@@ -80,11 +80,8 @@ impl Backend {
     }
 
     /// The names of the available backends, comma-separated (for error messages).
-    pub const AVAILABLE: &'static str = if cfg!(shim_tcmalloc) {
-        "glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc"
-    } else {
-        "glibc, jemalloc, mimalloc, snmalloc, rpmalloc"
-    };
+    pub const AVAILABLE: &'static str =
+        if cfg!(shim_tcmalloc) { shim_config::BACKENDS_LIST } else { shim_config::BACKENDS_LIST_NO_TCMALLOC };
 
     pub fn name(self) -> &'static str {
         match self {

@@ -133,6 +133,8 @@ fn names_and_availability() {
         assert!(Backend::ACCEPTED.contains(b.name()));
         assert_eq!(Backend::AVAILABLE.contains(b.name()), b.available());
     }
+    // The enum and the one list of names (shim-config's) agree, in order.
+    assert_eq!(Backend::ALL.map(|b| b.name()), shim_config::BACKENDS);
     let e = "bogus".parse::<Backend>().unwrap_err();
     assert!(e.contains("accepted: glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc"), "{e}");
 }

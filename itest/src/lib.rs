@@ -16,8 +16,9 @@ pub use tempfile::TempDir;
 
 pub mod sites;
 
-/// Every backend the shim can forward to, as SHIM_BACKEND spells it.
-pub const BACKENDS: [&str; 6] = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc"];
+/// Every backend the shim can forward to, as SHIM_BACKEND spells it (the one list, in the
+/// settings table's crate).
+pub const BACKENDS: [&str; 6] = shim_config::BACKENDS;
 
 /// Calls the C runtime (and the dynamic loader) may make on a program's behalf, beyond the
 /// ones the program itself counted.

@@ -3,8 +3,10 @@
 //! runs on the default; SHIM_LOG's %e/%p and the default name; a log that cannot be created
 //! leaves the program running with one stderr line; an existing file or a symlink is never
 //! written through (a suffixed name is used); the log is mode 0600; SHIM_TIMING=all/none;
-//! the header describes the process; every zstd level records the same calls.
+//! the header describes the process; every zstd level records the same calls. The variables
+//! and their lines come from the settings table (`shim_config::SETTINGS`).
 use itest::*;
+use shim_config::{Kind, SETTINGS};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -42,15 +44,27 @@ fn trace_off_forwards_only_and_writes_nothing() {
 
 #[test]
 fn unknown_values_print_one_line_and_run_on_the_default() {
-    for (var, value, accepted) in [
-        ("SHIM_BACKEND", "hoard", &["glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "rpmalloc"][..]),
-        ("SHIM_TRACE", "maybe", &["0"][..]),
-        ("SHIM_TIMING", "often", &["all", "none"][..]),
-        ("SHIM_ON_FULL", "explode", &["block", "drop"][..]),
-        ("SHIM_ZSTD_LEVEL", "0", &["1 to 19", "-1 to -7"][..]),
-        ("SHIM_INFLIGHT_MAX", "lots", &["64M", "off", "using 64M"][..]),
-        ("SHIM_INFLIGHT_DIR", "shm", &["absolute path", "/dev/shm"][..]),
-    ] {
+    // Values at the edges, with what the line must list.
+    let mut cases: Vec<(&str, &str, Vec<&str>, Option<&str>)> = vec![
+        ("SHIM_BACKEND", "hoard", BACKENDS.to_vec(), None),
+        ("SHIM_TRACE", "maybe", vec!["0"], None),
+        ("SHIM_TIMING", "often", vec!["all", "none"], None),
+        ("SHIM_ON_FULL", "explode", vec!["block", "drop"], None),
+        ("SHIM_ZSTD_LEVEL", "0", vec!["1 to 19", "-1 to -7"], None),
+        ("SHIM_INFLIGHT_MAX", "lots", vec!["64M", "off", "using 64M"], None),
+        ("SHIM_INFLIGHT_DIR", "shm", vec!["absolute path", "/dev/shm"], None),
+    ];
+    // Every row of the settings table that refuses a value, given a word no setting takes:
+    // the row's line, listing its words.
+    for st in SETTINGS.iter().filter(|st| !st.warning.is_empty()) {
+        let words = match st.kind {
+            Kind::Words(w) => w.iter().map(|s| s[0]).collect(),
+            _ => vec![],
+        };
+        cases.push((st.var, "nonsense", words, Some(st.warning)));
+    }
+    assert!(cases.len() >= 30, "the settings table has {} rows", SETTINGS.len());
+    for (var, value, accepted, line) in cases {
         let dir = tempfile::tempdir().unwrap();
         let mut c = counts_cmd();
         preload(&mut c, "glibc", dir.path());
@@ -60,8 +74,11 @@ fn unknown_values_print_one_line_and_run_on_the_default() {
         let lines = stderr_lines(&out);
         assert_eq!(lines.len(), 1, "{var}={value}: want one stderr line, got {:?}", out.stderr);
         assert!(lines[0].contains(var), "{var}={value}: the line does not name {var}: {}", lines[0]);
-        for a in accepted {
+        for a in &accepted {
             assert!(lines[0].contains(a), "{var}={value}: the line does not list {a}: {}", lines[0]);
+        }
+        if let Some(line) = line {
+            assert_eq!(lines[0], line, "{var}={value}: not the settings table's line");
         }
         // It still records, on the default backend.
         let a = analyze(&only_file(dir.path()), |_| false);

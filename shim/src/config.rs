@@ -1,9 +1,48 @@
-//! The settings: every `SHIM_*` environment variable (and MALLOC_CONF) is parsed here, once
+//! The settings: every `SHIM_*` environment variable (and MALLOC_CONF) is read here, once
 //! at start-up, without allocating (the first malloc can come before libc has set
-//! `environ`; then /proc/self/environ is read instead). A bad value becomes one line for
-//! stderr naming what is accepted, and the default. The bottom layer: imports nothing of
-//! the crate.
+//! `environ`; then /proc/self/environ is read instead), by its row of the settings table
+//! (`shim_config::SETTINGS`: its name, the words it accepts, its default, its line for a
+//! value that cannot be read). A bad value becomes that row's line for stderr, naming what
+//! is accepted, and the default is used; an empty value is the default. The bottom layer:
+//! imports nothing of the crate.
 use shim_backend::Backend;
+pub use shim_config::{parse_duration, parse_size};
+use shim_config::{parse_int, parse_u32, parse_u64, setting, Setting};
+
+// The rows read here (a name the table lacks does not build).
+const BACKEND: &Setting = setting("SHIM_BACKEND");
+const TRACE: &Setting = setting("SHIM_TRACE");
+const LOG: &Setting = setting("SHIM_LOG");
+const TIMING: &Setting = setting("SHIM_TIMING");
+const ON_FULL: &Setting = setting("SHIM_ON_FULL");
+const CLOCK: &Setting = setting("SHIM_CLOCK");
+const ZSTD_LEVEL: &Setting = setting("SHIM_ZSTD_LEVEL");
+const WINDOW: &Setting = setting("SHIM_WINDOW");
+const START: &Setting = setting("SHIM_START");
+const EVERY: &Setting = setting("SHIM_EVERY");
+const STALL: &Setting = setting("SHIM_STALL");
+const LOG_LIMIT: &Setting = setting("SHIM_LOG_LIMIT");
+const LOG_FULL: &Setting = setting("SHIM_LOG_FULL");
+const CONTROL: &Setting = setting("SHIM_CONTROL");
+const SIGNAL: &Setting = setting("SHIM_SIGNAL");
+const STACKS: &Setting = setting("SHIM_STACKS");
+const RECORD: &Setting = setting("SHIM_RECORD");
+const SAMPLE_BYTES: &Setting = setting("SHIM_SAMPLE_BYTES");
+const STACK_DEPTH: &Setting = setting("SHIM_STACK_DEPTH");
+const UNWIND: &Setting = setting("SHIM_UNWIND");
+const SAMPLE_SEED: &Setting = setting("SHIM_SAMPLE_SEED");
+const PACK: &Setting = setting("SHIM_PACK");
+const CRASH_SAFE: &Setting = setting("SHIM_CRASH_SAFE");
+const INFLIGHT_MAX: &Setting = setting("SHIM_INFLIGHT_MAX");
+const INFLIGHT_DIR: &Setting = setting("SHIM_INFLIGHT_DIR");
+const MALLOC_CONF: &Setting = setting("MALLOC_CONF");
+
+/// Said when SHIM_BACKEND names the one backend a build can lack.
+const BACKEND_MISSING: &str = shim_config::text!(
+    .push("shim: SHIM_BACKEND=tcmalloc is not in this build (available: own, ")
+    .push(shim_config::BACKENDS_LIST_NO_TCMALLOC)
+    .push("); using the default")
+);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Timing {
@@ -41,7 +80,7 @@ pub enum StackMode {
 }
 
 /// The largest SHIM_STACK_DEPTH.
-pub const MAX_STACK_DEPTH: u32 = 256;
+pub const MAX_STACK_DEPTH: u32 = STACK_DEPTH.max() as u32;
 
 /// The call stacks' settings: SHIM_STACKS (as capture windows and SHIM_RECORD=sample leave
 /// it), SHIM_SAMPLE_BYTES, SHIM_STACK_DEPTH, SHIM_UNWIND, SHIM_SAMPLE_SEED.
@@ -56,7 +95,7 @@ pub struct Stacks {
     /// SHIM_SAMPLE_SEED (odd), for a repeatable sampler.
     pub seed: Option<u64>,
     /// One line each, said when the stacks are set up: only in a process that records.
-    pub warnings: [Option<&'static str>; 6],
+    pub warnings: Warnings,
 }
 
 /// What SHIM_BACKEND asks of a program that brings its own allocator.
@@ -118,7 +157,74 @@ pub struct Config {
     /// The call stacks' settings (stacks/).
     pub stacks: Stacks,
     /// One line each, printed once initialisation is far enough to print.
-    pub warnings: [Option<&'static str>; 20],
+    pub warnings: Warnings,
+}
+
+/// The lines said about the settings, in the order they were found (room for one a row and
+/// the few that say two settings do not go together). Allocates nothing.
+pub struct Warnings([Option<&'static str>; 32]);
+
+impl Warnings {
+    const fn new() -> Self {
+        Warnings([None; 32])
+    }
+    pub fn iter(&self) -> core::slice::Iter<'_, Option<&'static str>> {
+        self.0.iter()
+    }
+    fn push(&mut self, line: &'static str) {
+        if let Some(slot) = self.0.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(line);
+        }
+    }
+    /// The word `row`'s value spells (its first spelling); None when unset, or not one of
+    /// its words (then the row's line is said).
+    fn word(&mut self, row: &Setting) -> Option<&'static str> {
+        let v = value(row)?;
+        let w = row.word(v);
+        if w.is_none() {
+            self.push(row.warning);
+        }
+        w
+    }
+    /// A duration over 0 (ns).
+    fn duration(&mut self, row: &Setting) -> Option<u64> {
+        let v = value(row)?;
+        match parse_duration(v) {
+            Some(d) if d > 0 => Some(d),
+            _ => {
+                self.push(row.warning);
+                None
+            }
+        }
+    }
+    /// A size over 0 (bytes).
+    fn size(&mut self, row: &Setting) -> Option<u64> {
+        let v = value(row)?;
+        match parse_size(v) {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                self.push(row.warning);
+                None
+            }
+        }
+    }
+    /// An integer in the row's ranges.
+    fn int(&mut self, row: &Setting) -> Option<i64> {
+        let shim_config::Kind::Int(ranges) = row.kind else { return None };
+        let v = value(row)?;
+        let n = parse_int(v, ranges);
+        if n.is_none() {
+            self.push(row.warning);
+        }
+        n
+    }
+}
+
+/// The value of `row`'s variable; None when unset or empty.
+fn value(row: &Setting) -> Option<&'static [u8]> {
+    #[cfg(test)]
+    tests::seen(row);
+    getenv(row.var.as_bytes()).filter(|v| !v.is_empty())
 }
 
 /// The capture schedule: record for `length`, first after `start`, then every `every`.
@@ -132,60 +238,27 @@ pub struct Windows {
     pub every: u64,
 }
 
-/// A size: a number with an optional unit `k`, `M`, `G`, `T` (powers of 1024, an optional
-/// `B` or `iB` after it).
-pub fn parse_size(s: &[u8]) -> Option<u64> {
-    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-    if digits == 0 || digits > 15 {
-        return None;
-    }
-    let mut n = 0u64;
-    for &c in &s[..digits] {
-        n = n * 10 + (c - b'0') as u64;
-    }
-    let unit =
-        s[digits..].strip_suffix(b"iB").or_else(|| s[digits..].strip_suffix(b"B")).unwrap_or(&s[digits..]);
-    let shift = match unit {
-        b"" => 0,
-        b"k" | b"K" => 10,
-        b"m" | b"M" => 20,
-        b"g" | b"G" => 30,
-        b"t" | b"T" => 40,
-        _ => return None,
-    };
-    n.checked_mul(1u64 << shift)
-}
-
 /// Default SHIM_STALL: 1 ms.
-pub const DEFAULT_STALL_NS: u64 = 1_000_000;
-
-/// A duration: a number with a unit `ns`, `us`, `ms`, `s`, `m`, `h`, `d` (none: seconds).
-pub fn parse_duration(s: &[u8]) -> Option<u64> {
-    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-    let n = parse_u32(&s[..digits])? as u64;
-    let unit: u64 = match &s[digits..] {
-        b"ns" => 1,
-        b"us" => 1_000,
-        b"ms" => 1_000_000,
-        b"" | b"s" => 1_000_000_000,
-        b"m" | b"min" => 60_000_000_000,
-        b"h" => 3_600_000_000_000,
-        b"d" => 86_400_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(unit)
-}
+pub const DEFAULT_STALL_NS: u64 = parse_duration(STALL.default_value()).unwrap();
 
 /// Default SHIM_TIMING: one call in 64 is timed (plus every call over 1 ms, found by the
 /// recorder's watchdog), which keeps the recording cost within the benchmark's target.
-pub const DEFAULT_TIMING: Timing = Timing::Every(64);
-pub const DEFAULT_LOG: &str = "shim.%e.%p.shimlog";
+pub const DEFAULT_TIMING: Timing = Timing::Every(parse_u32(TIMING.default_value()).unwrap());
+pub const DEFAULT_LOG: &str = match core::str::from_utf8(LOG.default_value()) {
+    Ok(s) => s,
+    Err(_) => panic!("SHIM_LOG's default"),
+};
 /// Default SHIM_SAMPLE_BYTES: 512 KiB.
-pub const DEFAULT_SAMPLE_BYTES: u64 = 512 << 10;
+pub const DEFAULT_SAMPLE_BYTES: u64 = parse_size(SAMPLE_BYTES.default_value()).unwrap();
 /// Default SHIM_STACK_DEPTH.
-pub const DEFAULT_STACK_DEPTH: u32 = 64;
+pub const DEFAULT_STACK_DEPTH: u32 = parse_u32(STACK_DEPTH.default_value()).unwrap();
 /// Default SHIM_INFLIGHT_MAX: 64 MiB of dead processes' in-flight files (about 60 of them).
-pub const DEFAULT_INFLIGHT_MAX: u64 = 64 << 20;
+pub const DEFAULT_INFLIGHT_MAX: u64 = parse_size(INFLIGHT_MAX.default_value()).unwrap();
+/// Default SHIM_ZSTD_LEVEL.
+pub const DEFAULT_ZSTD_LEVEL: i32 = match ZSTD_LEVEL.kind {
+    shim_config::Kind::Int(r) => parse_int(ZSTD_LEVEL.default_value(), r).unwrap() as i32,
+    _ => panic!("SHIM_ZSTD_LEVEL is an integer"),
+};
 
 static mut PROC_ENV: [u8; 65536] = [0; 65536];
 static mut PROC_ENV_LEN: usize = 0;
@@ -236,31 +309,12 @@ pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
-fn parse_u64(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 18 || !s.iter().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(s.iter().fold(0u64, |n, &c| n * 10 + (c - b'0') as u64))
-}
-
-fn parse_u32(s: &[u8]) -> Option<u32> {
-    if s.is_empty() || s.len() > 9 {
-        return None;
-    }
-    let mut v = 0u32;
-    for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + (c - b'0') as u32;
-    }
-    Some(v)
-}
-
+/// Reads every setting. The lines are found in the table's rows, in the order of the
+/// variables read here (the checks of two settings together where the second is read).
 pub fn read() -> Config {
-    let mut w: [Option<&'static str>; 20] = [None; 20];
+    let mut w = Warnings::new();
     // NAME:KEY=VALUE,...: the name chooses, the settings go to the backend chosen.
-    let (backend_value, backend_settings) = match getenv(b"SHIM_BACKEND") {
+    let (backend_value, backend_settings) = match getenv(BACKEND.var.as_bytes()) {
         Some(v) => {
             let (name, set) = shim_backend::settings::split_label(v);
             (Some(name), set)
@@ -274,11 +328,11 @@ pub fn read() -> Config {
             Some(b) if b.available() => Choice::Switch(b),
             // Only tcmalloc can be missing (Debian's static library absent at build time).
             Some(_) => {
-                w[0] = Some("shim: SHIM_BACKEND=tcmalloc is not in this build (available: own, glibc, jemalloc, mimalloc, snmalloc, rpmalloc); using the default");
+                w.push(BACKEND_MISSING);
                 Choice::Unset
             }
             None => {
-                w[0] = Some("shim: unknown SHIM_BACKEND (accepted: own, glibc, jemalloc, mimalloc, tcmalloc, snmalloc, rpmalloc); using the default");
+                w.push(BACKEND.warning);
                 Choice::Unset
             }
         },
@@ -287,169 +341,52 @@ pub fn read() -> Config {
         Choice::Switch(b) => b,
         _ => Backend::Glibc,
     };
-    let trace = match getenv(b"SHIM_TRACE") {
+    let trace = match value(TRACE) {
         // The shim's own unit-test binary exports the malloc family as libshim.so does: it
         // records itself only when asked, so that `cargo test` leaves no log in shim/.
         None => !cfg!(test),
-        Some(b"1") | Some(b"on") | Some(b"yes") | Some(b"true") | Some(b"") => true,
-        Some(b"0") | Some(b"off") | Some(b"no") | Some(b"false") => false,
-        Some(_) => {
-            w[1] = Some("shim: unknown SHIM_TRACE (accepted: 1, 0, on, off); recording");
-            true
-        }
+        // A word it does not know: recording.
+        Some(_) => w.word(TRACE) != Some("0"),
     };
-    let timing = match getenv(b"SHIM_TIMING") {
-        None | Some(b"") => DEFAULT_TIMING,
+    let timing = match value(TIMING) {
+        None => DEFAULT_TIMING,
         Some(b"all") | Some(b"1") => Timing::All,
         Some(b"none") | Some(b"off") | Some(b"0") => Timing::None,
-        Some(v) => {
-            match parse_u32(v) {
-                Some(n) if n > 1 => Timing::Every(n),
-                _ => {
-                    w[2] = Some("shim: unknown SHIM_TIMING (accepted: all, none, or N to time one call in N); using 64");
-                    DEFAULT_TIMING
-                }
+        Some(v) => match parse_u32(v) {
+            Some(n) if n > 1 => Timing::Every(n),
+            _ => {
+                w.push(TIMING.warning);
+                DEFAULT_TIMING
             }
-        }
+        },
     };
-    let on_full = match getenv(b"SHIM_ON_FULL") {
-        None | Some(b"") | Some(b"block") => OnFull::Block,
-        Some(b"drop") => OnFull::Drop,
-        Some(_) => {
-            w[3] = Some("shim: unknown SHIM_ON_FULL (accepted: block, drop); using block");
-            OnFull::Block
-        }
+    let on_full = match w.word(ON_FULL) {
+        Some("drop") => OnFull::Drop,
+        _ => OnFull::Block,
     };
-    let monotonic_clock = match getenv(b"SHIM_CLOCK") {
-        None | Some(b"") | Some(b"tsc") => false,
-        Some(b"monotonic") => true,
-        Some(_) => {
-            w[4] = Some("shim: unknown SHIM_CLOCK (accepted: tsc, monotonic); using tsc");
-            false
-        }
-    };
+    let monotonic_clock = w.word(CLOCK) == Some("monotonic");
     // Negative levels are zstd's fast ones: they store the record bytes without Huffman
     // coding, which is all zstd gains on them at level 1 (the records are varint-packed
     // already), for a recorder thread that compresses several times faster.
-    let zstd_level = match getenv(b"SHIM_ZSTD_LEVEL") {
-        None | Some(b"") => 1,
-        Some(v) => match v
-            .strip_prefix(b"-")
-            .map_or(parse_u32(v).map(|n| n as i64), |m| parse_u32(m).map(|n| -(n as i64)))
-        {
-            Some(n) if (1..=19).contains(&n) || (-7..=-1).contains(&n) => n as i32,
-            _ => {
-                w[5] = Some("shim: unknown SHIM_ZSTD_LEVEL (accepted: 1 to 19, or -1 to -7: faster, larger logs); using 1");
-                1
-            }
-        },
+    let zstd_level = w.int(ZSTD_LEVEL).map_or(DEFAULT_ZSTD_LEVEL, |n| n as i32);
+    let window = w.duration(WINDOW);
+    let start = w.duration(START);
+    let every = w.duration(EVERY);
+    // A window as long as its period, or longer: one window only.
+    let one_window = matches!(every, Some(e) if window.unwrap_or(u64::MAX) >= e);
+    if one_window {
+        w.push("shim: SHIM_EVERY must exceed SHIM_WINDOW; one window only");
+    }
+    let stall_ns = w.duration(STALL).unwrap_or(DEFAULT_STALL_NS);
+    let log_limit = w.size(LOG_LIMIT).unwrap_or(u64::MAX);
+    let rotate = w.word(LOG_FULL) == Some("rotate");
+    let control = w.word(CONTROL) == Some("1");
+    let signal = match w.word(SIGNAL) {
+        Some("USR2") => libc::SIGUSR2,
+        Some("USR1") => libc::SIGUSR1,
+        _ => 0,
     };
-    let mut duration = |name: &[u8], slot: usize, msg: &'static str| match getenv(name) {
-        None | Some(b"") => None,
-        Some(v) => match parse_duration(v) {
-            Some(d) if d > 0 => Some(d),
-            _ => {
-                w[slot] = Some(msg);
-                None
-            }
-        },
-    };
-    let window = duration(
-        b"SHIM_WINDOW",
-        6,
-        "shim: unknown SHIM_WINDOW (a duration: 60s, 500ms, 2m, 1h); recording from start to exit",
-    );
-    let start = duration(
-        b"SHIM_START",
-        7,
-        "shim: unknown SHIM_START (a duration: 60s, 500ms, 2m, 1h); the first window starts at once",
-    );
-    let every = duration(
-        b"SHIM_EVERY",
-        8,
-        "shim: unknown SHIM_EVERY (a duration: 60s, 500ms, 2m, 1h); one window only",
-    );
-    let stall_ns = duration(b"SHIM_STALL", 9, "shim: unknown SHIM_STALL (a duration: 1ms, 500us); using 1ms")
-        .unwrap_or(DEFAULT_STALL_NS);
-    let log_limit = match getenv(b"SHIM_LOG_LIMIT") {
-        None | Some(b"") => u64::MAX,
-        Some(v) => match parse_size(v) {
-            Some(n) if n > 0 => n,
-            _ => {
-                w[10] = Some("shim: unknown SHIM_LOG_LIMIT (a size: 500M, 20G, 1T); no limit");
-                u64::MAX
-            }
-        },
-    };
-    let rotate = match getenv(b"SHIM_LOG_FULL") {
-        None | Some(b"") | Some(b"stop") => false,
-        Some(b"rotate") => true,
-        Some(_) => {
-            w[11] = Some("shim: unknown SHIM_LOG_FULL (accepted: stop, rotate); using stop");
-            false
-        }
-    };
-    let control = match getenv(b"SHIM_CONTROL") {
-        None | Some(b"") | Some(b"0") | Some(b"off") => false,
-        Some(b"1") | Some(b"on") => true,
-        Some(_) => {
-            w[12] = Some("shim: unknown SHIM_CONTROL (accepted: 1, 0); no control socket");
-            false
-        }
-    };
-    let signal = match getenv(b"SHIM_SIGNAL") {
-        None | Some(b"") => 0,
-        Some(b"USR2") | Some(b"SIGUSR2") | Some(b"usr2") => libc::SIGUSR2,
-        Some(b"USR1") | Some(b"SIGUSR1") | Some(b"usr1") => libc::SIGUSR1,
-        Some(_) => {
-            w[13] = Some("shim: unknown SHIM_SIGNAL (accepted: USR2, USR1); no signal");
-            0
-        }
-    };
-    let crash_safe = match getenv(b"SHIM_CRASH_SAFE") {
-        None | Some(b"") | Some(b"1") | Some(b"on") => true,
-        Some(b"0") | Some(b"off") => false,
-        Some(_) => {
-            w[14] = Some("shim: unknown SHIM_CRASH_SAFE (accepted: 1, 0); using 1");
-            true
-        }
-    };
-    let pack = match getenv(b"SHIM_PACK") {
-        None | Some(b"") | Some(b"auto") => Pack::Auto,
-        Some(b"columns") => Pack::Columns,
-        Some(b"rows") => Pack::Rows,
-        Some(_) => {
-            w[17] = Some("shim: unknown SHIM_PACK (accepted: auto, columns, rows); using auto");
-            Pack::Auto
-        }
-    };
-    let sample_only = match getenv(b"SHIM_RECORD") {
-        None | Some(b"") | Some(b"all") => false,
-        Some(b"sample") => true,
-        Some(_) => {
-            w[15] = Some("shim: unknown SHIM_RECORD (accepted: all, sample); recording all");
-            false
-        }
-    };
-    let inflight_max = match getenv(b"SHIM_INFLIGHT_MAX") {
-        None | Some(b"") => Some(DEFAULT_INFLIGHT_MAX),
-        Some(b"off") | Some(b"none") => None,
-        Some(v) => match parse_size(v) {
-            Some(n) => Some(n),
-            _ => {
-                w[18] = Some("shim: unknown SHIM_INFLIGHT_MAX (a size: 64M, 512k, 1G, 0; or off); using 64M");
-                Some(DEFAULT_INFLIGHT_MAX)
-            }
-        },
-    };
-    let inflight_base: &'static [u8] = match getenv(b"SHIM_INFLIGHT_DIR") {
-        None | Some(b"") => recorder::inflight::DEFAULT_BASE.as_bytes(),
-        Some(v) if v.starts_with(b"/") && core::str::from_utf8(v).is_ok() => v,
-        Some(_) => {
-            w[19] = Some("shim: unknown SHIM_INFLIGHT_DIR (an absolute path, on tmpfs); using /dev/shm");
-            recorder::inflight::DEFAULT_BASE.as_bytes()
-        }
-    };
+    let crash_safe = w.word(CRASH_SAFE) != Some("0");
     let windows = match (window, start, every) {
         // A limit, a control socket or a signal needs somewhere to go on watching: one
         // window from start to exit.
@@ -457,22 +394,42 @@ pub fn read() -> Config {
             Some(Windows { length: u64::MAX, start: 0, every: 0 })
         }
         (None, None, None) => None,
-        (length, start, every) => {
-            let length = length.unwrap_or(u64::MAX);
-            let every = every.unwrap_or(0);
-            if every != 0 && length >= every {
-                w[8] = Some("shim: SHIM_EVERY must exceed SHIM_WINDOW; one window only");
-                Some(Windows { length, start: start.unwrap_or(0), every: 0 })
-            } else {
-                Some(Windows { length, start: start.unwrap_or(0), every })
-            }
-        }
+        (length, start, every) => Some(Windows {
+            length: length.unwrap_or(u64::MAX),
+            start: start.unwrap_or(0),
+            every: if one_window { 0 } else { every.unwrap_or(0) },
+        }),
     };
+    let sample_only = w.word(RECORD) == Some("sample");
     let sample_only = if sample_only && windows.is_some() {
-        w[16] = Some("shim: SHIM_RECORD=sample does not go with capture windows (or a limit, control, signal); recording all in the windows");
+        w.push("shim: SHIM_RECORD=sample does not go with capture windows (or a limit, control, signal); recording all in the windows");
         false
     } else {
         sample_only
+    };
+    let pack = match w.word(PACK) {
+        Some("columns") => Pack::Columns,
+        Some("rows") => Pack::Rows,
+        _ => Pack::Auto,
+    };
+    let inflight_max = match value(INFLIGHT_MAX) {
+        None => Some(DEFAULT_INFLIGHT_MAX),
+        Some(b"off") | Some(b"none") => None,
+        Some(v) => match parse_size(v) {
+            Some(n) => Some(n),
+            _ => {
+                w.push(INFLIGHT_MAX.warning);
+                Some(DEFAULT_INFLIGHT_MAX)
+            }
+        },
+    };
+    let inflight_base: &'static [u8] = match value(INFLIGHT_DIR) {
+        None => recorder::inflight::DEFAULT_BASE.as_bytes(),
+        Some(v) if v.starts_with(b"/") && core::str::from_utf8(v).is_ok() => v,
+        Some(_) => {
+            w.push(INFLIGHT_DIR.warning);
+            recorder::inflight::DEFAULT_BASE.as_bytes()
+        }
     };
     Config {
         backend,
@@ -482,8 +439,8 @@ pub fn read() -> Config {
         on_full,
         monotonic_clock,
         zstd_level,
-        log: getenv(b"SHIM_LOG").filter(|v| !v.is_empty()),
-        malloc_conf: getenv(b"MALLOC_CONF").filter(|v| !v.is_empty()),
+        log: value(LOG),
+        malloc_conf: value(MALLOC_CONF),
         backend_settings,
         windows,
         stall_ns,
@@ -504,55 +461,30 @@ pub fn read() -> Config {
 /// The call stacks' settings, as capture windows (`windows`) and SHIM_RECORD=sample
 /// (`sample_only`) leave them.
 fn read_stacks(windows: bool, sample_only: bool) -> Stacks {
-    let mut w: [Option<&'static str>; 6] = [None; 6];
-    let asked = getenv(b"SHIM_STACKS").is_some();
-    let mut mode = match getenv(b"SHIM_STACKS") {
-        None | Some(b"slow") => StackMode::Slow,
-        Some(b"off") | Some(b"0") => StackMode::Off,
-        Some(b"sample") => StackMode::Sample,
-        Some(b"all") => StackMode::All,
-        Some(_) => {
-            w[0] = Some("shim: unknown SHIM_STACKS (off, slow, sample, all); using slow");
-            StackMode::Slow
-        }
+    let mut w = Warnings::new();
+    let asked = value(STACKS).is_some();
+    let mut mode = match w.word(STACKS) {
+        Some("off") => StackMode::Off,
+        Some("sample") => StackMode::Sample,
+        Some("all") => StackMode::All,
+        _ => StackMode::Slow,
     };
-    let sample_bytes = match getenv(b"SHIM_SAMPLE_BYTES").map(|v| parse_size(v).filter(|&n| n > 0)) {
-        None => DEFAULT_SAMPLE_BYTES,
-        Some(Some(n)) => n,
-        Some(None) => {
-            w[1] = Some("shim: unknown SHIM_SAMPLE_BYTES (a size over 0: 512k, 4M); using 512k");
-            DEFAULT_SAMPLE_BYTES
-        }
-    };
-    let depth = match getenv(b"SHIM_STACK_DEPTH").map(parse_u64) {
-        None => DEFAULT_STACK_DEPTH,
-        Some(Some(n)) if (1..=MAX_STACK_DEPTH as u64).contains(&n) => n as u32,
-        Some(_) => {
-            w[2] = Some("shim: unknown SHIM_STACK_DEPTH (1 to 256); using 64");
-            DEFAULT_STACK_DEPTH
-        }
-    };
-    let frame_pointers = match getenv(b"SHIM_UNWIND") {
-        None | Some(b"tables") => false,
-        Some(b"fp") => true,
-        Some(_) => {
-            w[3] = Some("shim: unknown SHIM_UNWIND (tables, fp); using tables");
-            false
-        }
-    };
-    let seed = getenv(b"SHIM_SAMPLE_SEED").and_then(parse_u64).map(|s| s | 1);
+    let sample_bytes = w.size(SAMPLE_BYTES).unwrap_or(DEFAULT_SAMPLE_BYTES);
+    let depth = w.int(STACK_DEPTH).map_or(DEFAULT_STACK_DEPTH, |n| n as u32);
+    let frame_pointers = w.word(UNWIND) == Some("fp");
+    // A seed it cannot read is no seed (the sampler seeds itself from the clock).
+    let seed = value(SAMPLE_SEED).and_then(parse_u64).map(|s| s | 1);
     if sample_only && mode != StackMode::Sample {
         // The sampled-only log is the sampled allocations' stacks: the sampler must run.
         if asked {
-            w[4] =
-                Some("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
+            w.push("shim: SHIM_RECORD=sample takes the stacks of sampled allocations; SHIM_STACKS=sample");
         }
         mode = StackMode::Sample;
     }
     if mode != StackMode::Off && windows {
         // Each window's log would need the stacks again; the default just stays out of the way.
         if asked {
-            w[5] = Some("shim: SHIM_STACKS is not supported with capture windows; stacks off");
+            w.push("shim: SHIM_STACKS is not supported with capture windows; stacks off");
         }
         mode = StackMode::Off;
     }
@@ -579,26 +511,39 @@ impl Timing {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration(b"60s"), Some(60_000_000_000));
-        assert_eq!(parse_duration(b"2"), Some(2_000_000_000));
-        assert_eq!(parse_duration(b"500ms"), Some(500_000_000));
-        assert_eq!(parse_duration(b"1h"), Some(3_600_000_000_000));
-        assert_eq!(parse_duration(b"250us"), Some(250_000));
-        assert_eq!(parse_duration(b"s"), None);
-        assert_eq!(parse_duration(b"5x"), None);
-        assert_eq!(parse_duration(b""), None);
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use shim_config::{Kind, Setting, SETTINGS};
+
+    /// The rows `value` was asked for, one bit each.
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn seen(row: &Setting) {
+        if let Some(i) = SETTINGS.iter().position(|r| r.var == row.var) {
+            SEEN.fetch_or(1 << i, Relaxed);
+        }
     }
+
+    /// A row of the table that the shim does not read is a setting that does nothing.
     #[test]
-    fn sizes() {
-        use super::parse_size;
-        assert_eq!(parse_size(b"20G"), Some(20 << 30));
-        assert_eq!(parse_size(b"500MiB"), Some(500 << 20));
-        assert_eq!(parse_size(b"4096"), Some(4096));
-        assert_eq!(parse_size(b"1kB"), Some(1024));
-        assert_eq!(parse_size(b"G"), None);
-        assert_eq!(parse_size(b"5X"), None);
+    fn every_row_is_read() {
+        assert!(SETTINGS.len() <= 64);
+        let _ = super::read();
+        let seen = SEEN.load(Relaxed);
+        for (i, row) in SETTINGS.iter().enumerate() {
+            let read = seen & (1 << i) != 0 || row.var == "SHIM_BACKEND";
+            assert_eq!(read, !matches!(row.kind, Kind::Foreign), "{}: read {read}", row.var);
+        }
+    }
+
+    #[test]
+    fn defaults_come_from_the_table() {
+        assert_eq!(super::DEFAULT_STALL_NS, 1_000_000);
+        assert_eq!(super::DEFAULT_TIMING, super::Timing::Every(64));
+        assert_eq!(super::DEFAULT_LOG, "shim.%e.%p.shimlog");
+        assert_eq!(super::DEFAULT_SAMPLE_BYTES, 512 << 10);
+        assert_eq!(super::DEFAULT_STACK_DEPTH, 64);
+        assert_eq!(super::DEFAULT_INFLIGHT_MAX, 64 << 20);
+        assert_eq!(super::DEFAULT_ZSTD_LEVEL, 1);
+        assert_eq!(super::MAX_STACK_DEPTH, 256);
     }
 }

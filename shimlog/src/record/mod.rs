@@ -62,9 +62,11 @@ pub struct Args {
 #[derive(clap::Args)]
 #[command(override_usage = "shimlog run [--backend NAME[:KEY=VALUE,...]] [--shim PATH] -- PROG [ARGS]...", after_help = EXIT_STATUS)]
 pub struct RunArgs {
-    /// The allocator that serves every call: own, glibc, jemalloc, mimalloc, tcmalloc, snmalloc,
-    /// rpmalloc, with its settings if any (`jemalloc:dirty_decay_ms=0`; docs/settings.md).
-    #[arg(long, value_name = "NAME[:KEY=VALUE,...]", value_parser = settings::backend_value)]
+    #[arg(long, value_name = "NAME[:KEY=VALUE,...]", value_parser = settings::backend_value, help = format!(
+        "The allocator that serves every call: own, {}, with its settings if any \
+         (`jemalloc:dirty_decay_ms=0`; docs/settings.md)",
+        shim_config::BACKENDS_LIST
+    ))]
     backend: Option<String>,
     #[command(flatten)]
     target: Target,
