@@ -280,8 +280,12 @@ pub fn new_pool(log_path: &str, crash_safe: bool, inflight_base: &str, p0: clock
     } else {
         None
     };
-    // 16 buffers of 64 KiB now, up to 64 shared ones, one more per thread beyond that.
-    Pool::new(8192, 64, 16, slots)
+    // Up to 64 shared buffers of 64 KiB, one more per thread beyond that. On the heap, 16
+    // made now; in the in-flight file none: each slot takes its tmpfs when first used, so a
+    // process that dies young leaves its header and the buffers it filled (two for one
+    // thread), not sixteen (docs/canaries.md, "The in-flight directory's life cycle").
+    let prealloc = if slots.is_some() { 0 } else { 16 };
+    Pool::new(8192, 64, prealloc, slots)
 }
 
 /// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when
