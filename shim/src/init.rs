@@ -281,10 +281,13 @@ pub fn new_pool(log_path: &str, crash_safe: bool, inflight_base: &str, p0: clock
         None
     };
     // Up to 64 shared buffers of 64 KiB, one more per thread beyond that. On the heap, 16
-    // made now; in the in-flight file none: each slot takes its tmpfs when first used, so a
-    // process that dies young leaves its header and the buffers it filled (two for one
-    // thread), not sixteen (docs/canaries.md, "The in-flight directory's life cycle").
-    let prealloc = if slots.is_some() { 0 } else { 16 };
+    // made now; in the in-flight file the two a one-thread process fills (its thread's, the
+    // recorder's own), the rest as threads need them: each slot takes its tmpfs when made,
+    // so a process that dies young leaves its header and those two, not sixteen
+    // (docs/canaries.md, "The in-flight directory's life cycle"). Made now, the first
+    // thread's does not wait for the descriptor's lock, which the recorder holds while it
+    // writes (recorder::ownfd).
+    let prealloc = if slots.is_some() { 2 } else { 16 };
     Pool::new(8192, 64, prealloc, slots)
 }
 
