@@ -2,7 +2,8 @@
 //! dead processes left (into the logs their headers name) and removes them, oldest first,
 //! keeping the dead ones under SHIM_INFLIGHT_MAX; a live process's file is never touched; a
 //! dead file whose log is gone is removed with one line; `shimlog recover --all` does the
-//! same by hand. itest/programs/c/crashloop.c is the canary. Each test has an in-flight directory of
+//! same by hand; a loop of processes that live a millisecond and die by abort(), SIGSEGV or
+//! SIGKILL stays under the cap too (issue #41). itest/programs/c/crashloop.c is the canary. Each test has an in-flight directory of
 //! its own on /dev/shm (SHIM_INFLIGHT_DIR): none touches the user's files.
 use itest::*;
 use recorder::{Ending, LogReader};
@@ -110,6 +111,75 @@ fn two_hundred_crashes_stay_under_the_cap_and_every_log_is_whole() {
         );
     }
     assert!(inflight_files(base.path()).is_empty(), "stats left in-flight files");
+}
+
+/// Issue #41: a crash loop of processes that each live about a millisecond (a server that
+/// dies at start-up, restarted by its supervisor), dying by abort(), by a SIGSEGV or by
+/// SIGKILL, with no other process started: each leaves its file (no process lives the 10 ms
+/// after which a start reclaims), yet the in-flight directory stays under
+/// SHIM_INFLIGHT_MAX (a start that finds it crowded recovers the oldest at once, and abort()
+/// lets that finish), and every log says how its process ended and holds every call. Then
+/// the same 100 aborts on the default cap (64M), which a megabyte a crash used to pass.
+#[test]
+fn one_millisecond_crash_loops_stay_under_the_cap() {
+    use std::os::unix::process::ExitStatusExt;
+    const ABORT: &str = "abort() called (SIGABRT)";
+    const KILLED: &str = "killed (no end record): a signal, SIGKILL or the OOM killer";
+    for (kind, signal, end, max, cap) in [
+        ("abort", libc::SIGABRT, ABORT, "2M", 2 * MIB),
+        ("segv", libc::SIGSEGV, KILLED, "2M", 2 * MIB),
+        ("kill", libc::SIGKILL, KILLED, "2M", 2 * MIB),
+        ("abort", libc::SIGABRT, ABORT, "", 64 * MIB),
+    ] {
+        let what = format!("{kind} with SHIM_INFLIGHT_MAX={max:?}");
+        let base = private_inflight_base();
+        let logs = tempfile::tempdir().unwrap();
+        let (mut runs, mut most, mut took) = (Vec::new(), 0, Duration::ZERO);
+        for i in 0..100 {
+            let out = run(canary(&[kind, "1"], logs.path(), base.path(), max, "glibc"));
+            assert_eq!(
+                out.status.signal(),
+                Some(signal),
+                "{what}, run {i}: ended with {}\nstderr:\n{}",
+                out.status,
+                out.stderr
+            );
+            assert!(
+                !out.stderr.contains("in-flight file removed"),
+                "{what}, run {i}: a file was removed although every log is there:\n{}",
+                out.stderr
+            );
+            took += out.elapsed;
+            runs.push((out.pid, calls(&out)));
+            most = most.max(total_bytes(base.path()));
+        }
+        let left = inflight_files(base.path());
+        let bytes: u64 = left.iter().map(|f| f.1).sum();
+        eprintln!(
+            "{what}: 100 crashes, {:.1} ms each on average: {} in-flight files left ({bytes} bytes), at most {most} bytes after any run",
+            took.as_secs_f64() * 10.0,
+            left.len()
+        );
+        assert!(
+            bytes <= cap,
+            "{what}: after 100 crashes the in-flight directory holds {bytes} bytes in {} files, over {cap}",
+            left.len()
+        );
+        for (pid, n) in runs {
+            let log = log_of(logs.path(), pid);
+            let j = stats(&log);
+            let ended = &j["process"]["ended"];
+            assert_eq!(ended["how"], "recovered", "{what}: {}: {ended}", log.display());
+            assert_eq!(ended["end"], end, "{what}: {}: {ended}", log.display());
+            let got = j["ops"]["malloc"].as_u64().unwrap_or(0) + j["ops"]["free"].as_u64().unwrap_or(0);
+            assert!(
+                got >= n && got <= n + RUNTIME_SLACK,
+                "{what}: {}: {got} calls in the log, the program made {n}",
+                log.display()
+            );
+        }
+        assert!(inflight_files(base.path()).is_empty(), "{what}: stats left in-flight files");
+    }
 }
 
 /// Dead files made with SHIM_INFLIGHT_MAX=off (nobody reclaims), oldest first: (log, file).

@@ -84,6 +84,54 @@ pub fn plan(dir: &str, cap: u64, budget: usize, over_cap: usize) -> std::io::Res
     Ok((dead.into_iter().take(n).collect(), total))
 }
 
+/// How many files the in-flight directory `dir` holds, from one `stat` of it, when it is on
+/// tmpfs (whose directories grow by 20 bytes an entry from 40: BOGO_DIRENT_SIZE in Linux's
+/// mm/shmem.c); None elsewhere, or when it cannot be looked at. Live processes' files count.
+pub fn entries(dir: &str) -> Option<u64> {
+    let c = std::ffi::CString::new(dir).ok()?;
+    // SAFETY: statfs and stat into locals.
+    unsafe {
+        let mut fs: libc::statfs = core::mem::zeroed();
+        let mut st: libc::stat = core::mem::zeroed();
+        if libc::statfs(c.as_ptr(), &mut fs) != 0
+            || fs.f_type != libc::TMPFS_MAGIC
+            || libc::stat(c.as_ptr(), &mut st) != 0
+        {
+            return None;
+        }
+        Some((st.st_size as u64).saturating_sub(40) / 20)
+    }
+}
+
+/// What a dead one-thread process's file takes: its header page and the two buffers it
+/// fills (its thread's and the recorder's own), in whole pages (136 KiB).
+pub fn smallest_file() -> u64 {
+    (crate::inflight::HEADER_LEN + 2 * crate::inflight::slot_size()).next_multiple_of(4096) as u64
+}
+
+/// True when a directory holding `entries` files may be near `cap`: half of it taken were
+/// they all as small as a dead process's ([`smallest_file`]).
+pub fn crowded(entries: u64, cap: u64) -> bool {
+    entries.saturating_mul(smallest_file()).saturating_mul(2) > cap
+}
+
+/// Up to `n` dead files in `dir`, oldest first by the start time their names carry
+/// (`PID-START.inflight`): no `stat` of each file, and only the oldest are probed, so that a
+/// process that lives a millisecond can still find them.
+pub fn oldest_dead(dir: &str, n: usize) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<(u64, String)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let start = name.strip_suffix(".inflight")?.split_once('-')?.1.parse().ok()?;
+            Some((start, e.path().to_string_lossy().into_owned()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).filter(|p| dead(p)).take(n).collect()
+}
+
 /// Recovers the dead file at `path` into its logs and removes it; removes it with one line
 /// when its records cannot be put there. A live process's file, or one another reader holds,
 /// is left alone.
@@ -192,6 +240,31 @@ mod tests {
         assert!(matches!(reclaim(&paths[1]), Outcome::Left(_)));
         assert!(std::path::Path::new(&paths[1]).exists());
         drop(f);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// On tmpfs, one stat counts the directory's files; `oldest_dead` goes by the start time
+    /// in the names (not the modification times), oldest first, and passes over live files.
+    #[test]
+    fn entries_and_the_oldest_dead_by_name() {
+        let d = std::path::Path::new("/dev/shm").join(format!("reclaim-quick-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let dir = d.to_str().unwrap();
+        assert_eq!(entries(dir), Some(0), "/dev/shm must be a tmpfs for this test");
+        // Started at 9, 8, ... 5 by their names, modified in the opposite order.
+        let paths: Vec<String> = (0..5).map(|i| dead_file(&d, 9 - i, 1, 100 - i as u64)).collect();
+        let live = d.join(format!("{}-1.inflight", std::process::id()));
+        std::fs::write(&live, b"").unwrap();
+        std::fs::write(d.join("not-an-inflight-file"), b"").unwrap();
+        assert_eq!(entries(dir), Some(7));
+        let oldest: Vec<String> = paths.iter().rev().take(3).cloned().collect();
+        assert_eq!(oldest_dead(dir, 3), oldest);
+        assert_eq!(oldest_dead(dir, 99).len(), 5);
+        assert_eq!(entries(std::env::temp_dir().join("no-such-dir-here").to_str().unwrap()), None);
+        // Half of a 64 MiB cap in one-thread dead files: 241 of them.
+        assert!(!crowded(240, 64 << 20) && crowded(241, 64 << 20), "{}", smallest_file());
+        assert!(crowded(1, 0) && !crowded(0, 0));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -280,8 +280,15 @@ pub fn new_pool(log_path: &str, crash_safe: bool, inflight_base: &str, p0: clock
     } else {
         None
     };
-    // 16 buffers of 64 KiB now, up to 64 shared ones, one more per thread beyond that.
-    Pool::new(8192, 64, 16, slots)
+    // Up to 64 shared buffers of 64 KiB, one more per thread beyond that. On the heap, 16
+    // made now; in the in-flight file the two a one-thread process fills (its thread's, the
+    // recorder's own), the rest as threads need them: each slot takes its tmpfs when made,
+    // so a process that dies young leaves its header and those two, not sixteen
+    // (docs/canaries.md, "The in-flight directory's life cycle"). Made now, the first
+    // thread's does not wait for the descriptor's lock, which the recorder holds while it
+    // writes (recorder::ownfd).
+    let prealloc = if slots.is_some() { 2 } else { 16 };
+    Pool::new(8192, 64, prealloc, slots)
 }
 
 /// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when

@@ -45,12 +45,15 @@ extern "C" fn at_exit(status: i32, _: *mut libc::c_void) {
 }
 
 /// abort(): the in-flight file says so (one store, async-signal-safe), for recovery to
-/// tell after the SIGABRT that follows.
+/// tell after the SIGABRT that follows; a recovery of another process's file under way on
+/// the reclaiming thread finishes first (background/reclaim.rs: a crash loop's processes
+/// take files away as they leave theirs).
 pub fn on_abort() {
     if state::tracing() && own_process() {
         if let Some(f) = G.get().pool.inflight() {
             f.note_ending(recorder::recovered_end::ABORT as u32);
         }
+        crate::background::reclaim::finish_before_abort();
     }
 }
 

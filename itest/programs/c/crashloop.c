@@ -3,6 +3,8 @@
  *
  *   crashloop abort ROUNDS   ROUNDS rounds of 100 malloc/free calls, 1 ms apart, then
  *                            "calls N" (every call made) and abort()
+ *   crashloop segv ROUNDS    the same, then a store through a null pointer (SIGSEGV)
+ *   crashloop kill ROUNDS    the same, then SIGKILL to itself
  *   crashloop live MS        rounds of 100 calls, 1 ms apart, for MS milliseconds, then
  *                            "calls N" and exit(0)
  *   crashloop fork MS        as live, forking once after 20 ms (while the shim's start-up
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,18 +45,22 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: crashloop abort ROUNDS | live MS | fork MS\n");
+        fprintf(stderr, "usage: crashloop abort|segv|kill ROUNDS | live MS | fork MS\n");
         return 2;
     }
     long n = atol(argv[2]);
-    if (strcmp(argv[1], "abort") == 0) {
+    int aborting = strcmp(argv[1], "abort") == 0, segv = strcmp(argv[1], "segv") == 0;
+    if (aborting || segv || strcmp(argv[1], "kill") == 0) {
         for (int r = 0; r < n; r++) {
             round_of_calls(r);
             usleep(1000);
         }
         printf("calls %lu\n", calls);
         fflush(stdout);
-        abort();
+        if (aborting) abort();
+        if (segv) *(volatile int *)(argc == 42 ? argv[0] : NULL) = 1;
+        kill(getpid(), SIGKILL);
+        return 7;
     }
     int forking = strcmp(argv[1], "fork") == 0;
     if (strcmp(argv[1], "live") == 0 || forking) {
