@@ -12,6 +12,16 @@ use recorder::buffer::Args;
 use recorder::Op;
 use shim_backend as be;
 
+/// The process's start-up, begun by the first call of the malloc family whichever thread
+/// makes it (before the constructor, too): hot/entry.rs calls it on a thread's first
+/// recorded call, with the thread's `busy` set so that start-up's own allocations pass
+/// straight through (the introspection calls below start up untraced, by
+/// `init::ensure_init_untraced`).
+#[unsafe(no_mangle)]
+pub extern "C" fn shim_start_up() {
+    crate::init::ensure_init();
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     dispatch::malloc(size, move || unsafe { c::malloc(size) })

@@ -2,7 +2,7 @@
 //! `mi_stats_reset`, `mi_stats_merge`) answered by the serving backend: the shim's own
 //! mimalloc when it serves, otherwise the process's figures (getrusage, /proc/self/statm)
 //! and the backend's statistics in mimalloc's terms.
-use super::{snapshot, Buf};
+use super::{number, read_proc, rss_now, snapshot, Buf};
 use crate::Backend;
 use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -24,36 +24,6 @@ pub struct ProcessInfo {
 }
 
 static PEAK_COMMIT: AtomicUsize = AtomicUsize::new(0);
-
-/// Reads a small /proc file into `buf` (no allocation); what it holds, empty on failure.
-fn read_proc<'a>(path: &core::ffi::CStr, buf: &'a mut [u8]) -> &'a [u8] {
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return &buf[..0];
-        }
-        let n = libc::read(fd, buf.as_mut_ptr() as *mut c_void, buf.len());
-        libc::close(fd);
-        n
-    };
-    &buf[..n.max(0) as usize]
-}
-
-/// The leading decimal digits of `field`.
-fn number(field: &[u8]) -> u64 {
-    field
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-        .fold(0u64, |v, &c| v.saturating_mul(10).saturating_add((c - b'0') as u64))
-}
-
-/// The process's resident bytes now, from /proc/self/statm ("size resident shared ...", in
-/// pages).
-pub(crate) fn rss_now() -> usize {
-    let mut buf = [0u8; 128];
-    let text = read_proc(c"/proc/self/statm", &mut buf);
-    number(text.split(|&c| c == b' ').nth(1).unwrap_or(b"0")) as usize * super::page_size()
-}
 
 /// Milliseconds since the process started (its start time in /proc/self/stat against the
 /// boot clock), as mimalloc counts from its start-up.

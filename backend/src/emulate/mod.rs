@@ -83,7 +83,7 @@ pub fn snapshot(b: Backend) -> Snapshot {
             // freed pages, after its purge delay or on mi_collect). Committed is what is
             // mapped and usable.
             let (commit, _, _) = crate::mimalloc::process_info();
-            let rss = mimalloc::rss_now();
+            let rss = rss_now();
             Snapshot {
                 allocated: rss,
                 active: rss,
@@ -141,6 +141,36 @@ pub fn page_size() -> usize {
         }
         p => p,
     }
+}
+
+/// Reads a small /proc file into `buf` (no allocation); what it holds, empty on failure.
+pub(crate) fn read_proc<'a>(path: &core::ffi::CStr, buf: &'a mut [u8]) -> &'a [u8] {
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return &buf[..0];
+        }
+        let n = libc::read(fd, buf.as_mut_ptr() as *mut core::ffi::c_void, buf.len());
+        libc::close(fd);
+        n
+    };
+    &buf[..n.max(0) as usize]
+}
+
+/// The leading decimal digits of `field`.
+pub(crate) fn number(field: &[u8]) -> u64 {
+    field
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0u64, |v, &c| v.saturating_mul(10).saturating_add((c - b'0') as u64))
+}
+
+/// The process's resident bytes now, from /proc/self/statm ("size resident shared ...", in
+/// pages).
+pub(crate) fn rss_now() -> usize {
+    let mut buf = [0u8; 128];
+    let text = read_proc(c"/proc/self/statm", &mut buf);
+    number(text.split(|&c| c == b' ').nth(1).unwrap_or(b"0")) as usize * page_size()
 }
 
 /// Empties the calling thread's cache of free blocks, where the backend has a call for it.

@@ -251,7 +251,7 @@ impl LogReader {
     /// the same issues and counts.
     pub fn events_pooled<'a>(&'a self, pool: &'a Pool<'a>) -> Events<'a> {
         let mut e = Events::new(self);
-        e.src.pool = Some(pool);
+        e.src.pool = Some(pool as &dyn stream::Ahead);
         e
     }
 

@@ -11,47 +11,12 @@
 //! so the merge never waits on a frame nobody is decoding. Memory: `limit` decoded frames
 //! (a frame's events at 56 bytes each; `limit` is 2 a worker and 2 more: enough to keep
 //! the workers busy, measured no slower than 4 a worker and 4 more, 3 MiB less) beside the reader's own.
+//!
+//! What a worker runs ([`Worker`]) and what it hands over ([`Decoded`]) are stream.rs's; the
+//! merge reaches the pool through stream.rs's [`Ahead`], so that the two import one way.
 use super::stream::*;
 use super::*;
 use std::sync::{Condvar, Mutex};
-
-/// One frame's events, decoded by a worker.
-#[derive(Default)]
-pub(super) struct Decoded {
-    /// The events a batch at a time, as the worker's cursor decoded them (the merge swaps
-    /// each with its cursor's batch: no event is copied), with their merge keys (slot 0:
-    /// the merge ORs its slot in), and how many each batch holds.
-    pub(super) chunks: Vec<Chunk>,
-    pub(super) lens: Vec<usize>,
-    /// Batches to fill again.
-    pub(super) spare: Vec<Chunk>,
-    /// Events in all.
-    pub(super) events: usize,
-    pub(super) issues: Vec<ReadIssue>,
-    pub(super) after_cut: u64,
-    pub(super) clean_end: bool,
-    /// The events before the frame's first thread_start (all of them when it has none):
-    /// their tid is the stream's from its earlier frames, which the worker did not know.
-    pub(super) before_start: usize,
-    /// The tid the frame's last thread_start set.
-    pub(super) last_tid: Option<u32>,
-    /// The next batch for the merge, and the events it took before it.
-    pub(super) pos: usize,
-    pub(super) taken: usize,
-}
-
-pub(super) type Chunk = (Box<[Event; BATCH]>, Box<[Key; BATCH]>);
-
-impl Decoded {
-    /// Ready to be filled again, its batches kept.
-    fn recycle(&mut self) {
-        let chunks = std::mem::take(&mut self.chunks);
-        self.spare.extend(chunks);
-        self.lens.clear();
-        self.issues.clear();
-        (self.events, self.pos, self.taken) = (0, 0, 0);
-    }
-}
 
 enum Slot {
     Free,
@@ -144,10 +109,12 @@ impl<'a> Pool<'a> {
         self.st.lock().expect("pool lock").stop = true;
         self.room.notify_all();
     }
+}
 
+impl<'a> Ahead<'a> for Pool<'a> {
     /// Frame `fi`, decoded: by a worker (waiting for it if one is at it), or here, with
     /// `w`, when none has started it.
-    pub(super) fn take(&self, fi: usize, w: &mut Option<Box<Worker<'a>>>) -> Box<Decoded> {
+    fn take(&self, fi: usize, w: &mut Option<Box<Worker<'a>>>) -> Box<Decoded> {
         let mut st = self.st.lock().expect("pool lock");
         loop {
             match std::mem::replace(&mut st.slots[fi], Slot::Gone) {
@@ -172,56 +139,10 @@ impl<'a> Pool<'a> {
     }
 
     /// A frame's buffers, done with.
-    pub(super) fn give_back(&self, d: Box<Decoded>) {
+    fn give_back(&self, d: Box<Decoded>) {
         let mut st = self.st.lock().expect("pool lock");
         if st.spare.len() < self.limit {
             st.spare.push(d);
         }
-    }
-}
-
-/// A thread's decoder: the reader's own [`Src`] and a [`Cursor`] of its own.
-pub(super) struct Worker<'a> {
-    src: Src<'a>,
-    c: Cursor,
-}
-
-impl<'a> Worker<'a> {
-    fn new(r: &'a LogReader) -> Worker<'a> {
-        let mut src = Src::new(r, Order::of(r));
-        src.sweeps = false;
-        Worker { src, c: Cursor::new(0) }
-    }
-
-    fn decode(&mut self, fi: usize, mut d: Box<Decoded>) -> Box<Decoded> {
-        let (src, c) = (&mut self.src, &mut self.c);
-        src.issues.clear();
-        src.after_cut = 0;
-        src.clean_end = false;
-        c.reset(src.r.frames[fi].h.stream, vec![fi]);
-        d.recycle();
-        let mut start = None;
-        while src.refill(c, 0) {
-            if start.is_none() {
-                if let Some(i) = c.batch[..c.len].iter().position(|e| e.op == Op::ThreadStart) {
-                    start = Some(d.events + i);
-                }
-            }
-            let (mut b, mut k) = d
-                .spare
-                .pop()
-                .unwrap_or_else(|| (Box::new([Event::default(); BATCH]), Box::new([EMPTY; BATCH])));
-            std::mem::swap(&mut c.batch, &mut b);
-            std::mem::swap(&mut c.keys, &mut k);
-            d.chunks.push((b, k));
-            d.lens.push(c.len);
-            d.events += c.len;
-        }
-        d.issues.append(&mut src.issues);
-        d.after_cut = src.after_cut;
-        d.clean_end = src.clean_end;
-        d.before_start = start.unwrap_or(d.events);
-        d.last_tid = start.map(|_| c.tid);
-        d
     }
 }

@@ -1,5 +1,6 @@
 //! One thread's stream as the merge reads it: its frames decoded a batch at a time, each
-//! record keyed for the merge.
+//! record keyed for the merge; and what a pool's worker (pool.rs) runs to decode a frame
+//! ahead ([`Worker`], [`Decoded`]), with the pool as the merge sees it ([`Ahead`]).
 use super::mapped::POPULATE_AHEAD;
 use super::*;
 
@@ -28,7 +29,7 @@ pub(super) struct Cursor {
     pub(super) len: usize,
     pub(super) pos: usize,
     /// The frame in hand when a pool decoded it (see pool.rs).
-    pub(super) pre: Option<Box<super::pool::Decoded>>,
+    pub(super) pre: Option<Box<Decoded>>,
 }
 
 impl Cursor {
@@ -151,8 +152,8 @@ pub(super) struct Src<'a> {
     pub(super) sweeps: bool,
     /// The pool decoding frames ahead (None: each frame decoded here when the merge gets to
     /// it), and the decoder for a frame no worker has started.
-    pub(super) pool: Option<&'a super::pool::Pool<'a>>,
-    pub(super) inline: Option<Box<super::pool::Worker<'a>>>,
+    pub(super) pool: Option<&'a dyn Ahead<'a>>,
+    pub(super) inline: Option<Box<Worker<'a>>>,
 }
 
 impl<'a> Src<'a> {
@@ -504,5 +505,96 @@ pub(super) fn next_batch(src: &mut Src<'_>, c: &mut Cursor, free_slots: &mut Vec
     } else {
         free_slots.push(slot);
         EMPTY
+    }
+}
+
+/// Frames decoded ahead of the merge (pool.rs's [`super::Pool`]): frame `fi` decoded (here,
+/// with `w`, when no worker has started it), and a frame's buffers given back, done with.
+pub(super) trait Ahead<'a>: Sync {
+    fn take(&self, fi: usize, w: &mut Option<Box<Worker<'a>>>) -> Box<Decoded>;
+    fn give_back(&self, d: Box<Decoded>);
+}
+
+/// One frame's events, decoded by a worker.
+#[derive(Default)]
+pub(super) struct Decoded {
+    /// The events a batch at a time, as the worker's cursor decoded them (the merge swaps
+    /// each with its cursor's batch: no event is copied), with their merge keys (slot 0:
+    /// the merge ORs its slot in), and how many each batch holds.
+    pub(super) chunks: Vec<Chunk>,
+    pub(super) lens: Vec<usize>,
+    /// Batches to fill again.
+    pub(super) spare: Vec<Chunk>,
+    /// Events in all.
+    pub(super) events: usize,
+    pub(super) issues: Vec<ReadIssue>,
+    pub(super) after_cut: u64,
+    pub(super) clean_end: bool,
+    /// The events before the frame's first thread_start (all of them when it has none):
+    /// their tid is the stream's from its earlier frames, which the worker did not know.
+    pub(super) before_start: usize,
+    /// The tid the frame's last thread_start set.
+    pub(super) last_tid: Option<u32>,
+    /// The next batch for the merge, and the events it took before it.
+    pub(super) pos: usize,
+    pub(super) taken: usize,
+}
+
+pub(super) type Chunk = (Box<[Event; BATCH]>, Box<[Key; BATCH]>);
+
+impl Decoded {
+    /// Ready to be filled again, its batches kept.
+    fn recycle(&mut self) {
+        let chunks = std::mem::take(&mut self.chunks);
+        self.spare.extend(chunks);
+        self.lens.clear();
+        self.issues.clear();
+        (self.events, self.pos, self.taken) = (0, 0, 0);
+    }
+}
+
+/// A thread's decoder: the reader's own [`Src`] and a [`Cursor`] of its own.
+pub(super) struct Worker<'a> {
+    src: Src<'a>,
+    c: Cursor,
+}
+
+impl<'a> Worker<'a> {
+    pub(super) fn new(r: &'a LogReader) -> Worker<'a> {
+        let mut src = Src::new(r, Order::of(r));
+        src.sweeps = false;
+        Worker { src, c: Cursor::new(0) }
+    }
+
+    pub(super) fn decode(&mut self, fi: usize, mut d: Box<Decoded>) -> Box<Decoded> {
+        let (src, c) = (&mut self.src, &mut self.c);
+        src.issues.clear();
+        src.after_cut = 0;
+        src.clean_end = false;
+        c.reset(src.r.frames[fi].h.stream, vec![fi]);
+        d.recycle();
+        let mut start = None;
+        while src.refill(c, 0) {
+            if start.is_none() {
+                if let Some(i) = c.batch[..c.len].iter().position(|e| e.op == Op::ThreadStart) {
+                    start = Some(d.events + i);
+                }
+            }
+            let (mut b, mut k) = d
+                .spare
+                .pop()
+                .unwrap_or_else(|| (Box::new([Event::default(); BATCH]), Box::new([EMPTY; BATCH])));
+            std::mem::swap(&mut c.batch, &mut b);
+            std::mem::swap(&mut c.keys, &mut k);
+            d.chunks.push((b, k));
+            d.lens.push(c.len);
+            d.events += c.len;
+        }
+        d.issues.append(&mut src.issues);
+        d.after_cut = src.after_cut;
+        d.clean_end = src.clean_end;
+        d.before_start = start.unwrap_or(d.events);
+        d.last_tid = start.map(|_| c.tid);
+        d
     }
 }

@@ -1,10 +1,10 @@
 //! What the recording and sampling paths share: the calling thread's recording state
-//! (registering the thread on its first call, and initialising the process on the very
-//! first), the timing countdown, the watchdog's slow mark, and the way out when recording
-//! stopped under a call.
+//! (registering the thread on its first call, and on the process's very first having the
+//! C entry layer start it up), the timing countdown, the watchdog's slow mark, and the way
+//! out when recording stopped under a call.
 use crate::thread::tls::{self, Tls};
 use crate::thread::{self, leave, ThreadState};
-use crate::{init, shared, state};
+use crate::{shared, state};
 use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
 use recorder::clock;
@@ -63,7 +63,7 @@ fn prepare(t: &mut Tls) -> bool {
         return false;
     }
     t.busy = 1;
-    init::ensure_init();
+    shim_start_up();
     let ok = if !state::writing() || t.state == tls::EXITED {
         if !t.state.is_null() {
             shared::count_untraced();
@@ -79,6 +79,15 @@ fn prepare(t: &mut Tls) -> bool {
     };
     t.busy = 0;
     ok
+}
+
+unsafe extern "C" {
+    /// The process's start-up (settings, backend, log: init.rs), begun on its first call by
+    /// the C entry layer that owns it (exports.rs), as heaptrack's `if (!hooks) init()` sits
+    /// in its top layer; returns at once once done, waits while another thread runs it. It
+    /// is reached from here, on a thread's first call only, by its C name rather than an
+    /// import: a check in each exported function would cost every call two instructions.
+    safe fn shim_start_up();
 }
 
 /// The calling thread's recording state, registering it first if needed.

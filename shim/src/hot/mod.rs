@@ -8,8 +8,9 @@
 //!    ├─ SAMPLING   sampled/: the byte sampler's allocations, their frees, slow calls
 //!    └─ RECORDING  record.rs: every call, one record
 //! entry.rs      what the recording and sampling paths share: the thread's registration on
-//!               its first call (start-up, init.rs, on the process's first), the timing
-//!               countdown, the watchdog's slow mark, the way out when recording stopped
+//!               its first call (start-up, exports.rs's shim_start_up, on the process's
+//!               first), the timing countdown, the watchdog's slow mark, the way out when
+//!               recording stopped
 //! ```
 //!
 //! The rules: no lock, no syscall, no allocation on these paths (the first call of a

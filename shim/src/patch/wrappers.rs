@@ -3,15 +3,13 @@
 //!
 //! Recorded (the default for a program's own allocator): the call is recorded around the
 //! original, through its trampoline. Switched: the call is served by the shim's backend with
-//! the entry point's semantics (the standard ones by the shim's own C functions in
-//! `exports`, the others with the C rules of c_rules.rs), except that a block its own
-//! allocator made (see `owner`) goes back to it. Either way the call goes through the one
-//! dispatch on the recording state (hot/dispatch.rs).
+//! the entry point's semantics (the C rules of c_rules.rs, as exports.rs serves the standard
+//! ones), except that a block its own allocator made (see `owner`) goes back to it. Either
+//! way the call goes through the one dispatch on the recording state (hot/dispatch.rs).
 #![allow(clippy::missing_safety_doc)]
 use super::entries::{Kind, KINDS};
 use super::owner;
 use crate::c_rules::{self as c, aligned, oom};
-use crate::exports;
 use crate::hot::dispatch;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -143,7 +141,7 @@ unsafe fn backend_realloc_aligned(p: *mut c_void, size: usize, align: usize, zer
 
 extern "C" fn alloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
-        return unsafe { exports::malloc(n) };
+        return dispatch::malloc(n, move || unsafe { c::malloc(n) });
     }
     dispatch::alloc(Op::Malloc, args(n), || orig!(Alloc1, S, (usize) -> *mut c_void, (n)))
 }
@@ -157,10 +155,10 @@ extern "C" fn zalloc1<const S: usize>(n: usize) -> *mut c_void {
 }
 
 extern "C" fn calloc2<const S: usize>(c: usize, n: usize) -> *mut c_void {
-    if switched() {
-        return unsafe { exports::calloc(c, n) };
-    }
     let a = Args { count: c as u64, size: n as u64, ..Args::default() };
+    if switched() {
+        return dispatch::alloc(Op::Calloc, a, || unsafe { c::calloc(c, n) });
+    }
     dispatch::alloc(Op::Calloc, a, || orig!(Calloc2, S, (usize, usize) -> *mut c_void, (c, n)))
 }
 
@@ -173,12 +171,14 @@ extern "C" fn mallocn2<const S: usize>(c: usize, n: usize) -> *mut c_void {
 }
 
 extern "C" fn posix_memalign3<const S: usize>(out: *mut *mut c_void, al: usize, n: usize) -> c_int {
+    let a = Args { align: al as u64, size: n as u64, ..Args::default() };
     if switched() {
-        return unsafe { exports::posix_memalign(out, al, n) };
+        return unsafe {
+            c::posix_memalign(out, al, || dispatch::alloc(Op::PosixMemalign, a, || c::aligned(al, n)))
+        };
     }
     let mut rc = 0;
     let mut q: *mut c_void = core::ptr::null_mut();
-    let a = Args { align: al as u64, size: n as u64, ..Args::default() };
     dispatch::alloc(Op::PosixMemalign, a, || {
         rc = orig!(PosixMemalign3, S, (*mut *mut c_void, usize, usize) -> c_int, (&mut q, al, n));
         if rc == 0 {
@@ -194,29 +194,29 @@ extern "C" fn posix_memalign3<const S: usize>(out: *mut *mut c_void, al: usize, 
 }
 
 macro_rules! aligned_std {
-    ($name:ident, $kind:ident, $op:ident, $export:ident) => {
+    ($name:ident, $kind:ident, $op:ident) => {
         extern "C" fn $name<const S: usize>(al: usize, n: usize) -> *mut c_void {
-            if switched() {
-                return unsafe { exports::$export(al, n) };
-            }
             let a = Args { align: al as u64, size: n as u64, ..Args::default() };
+            if switched() {
+                return dispatch::alloc(Op::$op, a, || unsafe { c::memalign(al, n) });
+            }
             dispatch::alloc(Op::$op, a, || orig!($kind, S, (usize, usize) -> *mut c_void, (al, n)))
         }
     };
 }
-aligned_std!(aligned_alloc2, AlignedAlloc2, AlignedAlloc, aligned_alloc);
-aligned_std!(memalign2, Memalign2, Memalign, memalign);
+aligned_std!(aligned_alloc2, AlignedAlloc2, AlignedAlloc);
+aligned_std!(memalign2, Memalign2, Memalign);
 
 extern "C" fn valloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
-        return unsafe { exports::valloc(n) };
+        return dispatch::alloc(Op::Valloc, args(n), || unsafe { c::valloc(n) });
     }
     dispatch::alloc(Op::Valloc, args(n), || orig!(Valloc1, S, (usize) -> *mut c_void, (n)))
 }
 
 extern "C" fn pvalloc1<const S: usize>(n: usize) -> *mut c_void {
     if switched() {
-        return unsafe { exports::pvalloc(n) };
+        return dispatch::alloc(Op::Pvalloc, args(n), || unsafe { c::pvalloc(n) });
     }
     dispatch::alloc(Op::Pvalloc, args(n), || orig!(Pvalloc1, S, (usize) -> *mut c_void, (n)))
 }

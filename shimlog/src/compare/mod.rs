@@ -4,8 +4,10 @@
 //! verdict per group of metrics. Each side is one log or a group of them (one run's
 //! processes, a canary's windows, several hosts), read in one pass by the analysis engine
 //! (side.rs), one side after the other. metrics.rs names the metrics and computes them,
-//! boot.rs the intervals, gate.rs `--fail-if`, text.rs the table; docs/compare.md.
+//! boot.rs the intervals, gate.rs `--fail-if`, document.rs the document they make, text.rs
+//! the table; docs/compare.md.
 mod boot;
+mod document;
 pub(crate) mod flame;
 mod gate;
 mod metrics;
@@ -14,8 +16,8 @@ mod text;
 
 use crate::analysis::{By, SiteOptions};
 use crate::flamegraph::diff::Normalize;
+pub use document::{Document, Method, SideInfo, SiteMove, SitesDiff, Verdict};
 use metrics::{Group, Role};
-use serde::Serialize;
 pub(crate) use side::Side;
 use side::{Kind, SiteNums};
 use std::io::Write;
@@ -78,61 +80,6 @@ pub struct Args {
 
 /// Call sites ranked per measure from each side's top lists.
 const SITES_READ: u64 = 100;
-
-#[derive(Serialize)]
-pub struct SideInfo {
-    pub logs: Vec<String>,
-    pub programs: Vec<String>,
-    pub backends: Vec<String>,
-    pub kinds: Vec<Kind>,
-    /// Time slices the bootstrap draws from (all logs).
-    pub slices: usize,
-}
-
-#[derive(Serialize)]
-pub struct Verdict {
-    pub group: Group,
-    pub differs: bool,
-    pub text: String,
-}
-
-#[derive(Serialize)]
-pub struct SiteMove {
-    pub site: String,
-    pub base: f64,
-    pub candidate: f64,
-    pub change: f64,
-}
-
-#[derive(Serialize)]
-pub struct SitesDiff {
-    /// Per-site numbers are estimates (a log in sample mode).
-    pub estimated: bool,
-    pub alloc_bytes: Vec<SiteMove>,
-    pub live_at_peak_bytes: Vec<SiteMove>,
-    pub timed_ns: Vec<SiteMove>,
-}
-
-#[derive(Serialize)]
-pub struct Method {
-    pub resampling: &'static str,
-    pub resamples: usize,
-    pub seed: u64,
-    pub confidence: f64,
-}
-
-#[derive(Serialize)]
-pub struct Document {
-    pub base: SideInfo,
-    pub candidate: SideInfo,
-    pub method: Method,
-    pub metrics: Vec<boot::Row>,
-    pub verdicts: Vec<Verdict>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sites: Option<SitesDiff>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub fail_if: Vec<gate::Outcome>,
-}
 
 /// A refusal: one line on stderr, exit status 2.
 fn refuse(msg: &str) -> Result<i32, String> {

@@ -1,8 +1,8 @@
 //! The human report of `compare`: the two sides, the method, one table per group of
 //! metrics with its verdict line, and the call sites that moved most.
 use super::boot::Row;
+use super::document::{Document, SideInfo, SiteMove, Verdict};
 use super::metrics::{Dim, Group};
-use super::{Document, SideInfo, SiteMove, Verdict};
 use crate::stats::units;
 use std::io::{self, Write};
 
