@@ -189,7 +189,7 @@ fn same_program_twice_no_difference_beyond_the_noise() {
         assert_eq!(m["judged"], !noisy, "two logs a side: {m}");
         assert_eq!(m["differs"], false, "two runs a side, a false alarm: {m}");
     }
-    assert_eq!(doc["method"]["resampling"], "logs, then time slices within each drawn log");
+    assert_eq!(doc["method"]["resampling"], "logs, each whole; a side of one log, its time slices");
 }
 
 #[test]

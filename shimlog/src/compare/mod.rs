@@ -6,6 +6,8 @@
 //! (side.rs), one side after the other. metrics.rs names the metrics and computes them,
 //! boot.rs the intervals, gate.rs `--fail-if`, text.rs the table; docs/compare.md.
 mod boot;
+#[cfg(test)]
+mod coverage;
 pub(crate) mod flame;
 mod gate;
 mod metrics;
@@ -247,7 +249,7 @@ pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String
         candidate: info(&a.vs, &cand),
         method: Method {
             resampling: if a.base.len() > 1 || a.vs.len() > 1 {
-                "logs, then time slices within each drawn log"
+                "logs, each whole; a side of one log, its time slices"
             } else {
                 "time slices"
             },
