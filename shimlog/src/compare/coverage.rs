@@ -75,6 +75,7 @@ fn run(r: &mut Xoshiro256PlusPlus, factor: f64, s: Spread, timed_calls: usize) -
     }
     Log {
         exe: "sim".into(),
+        name: "sim".into(),
         backend: "glibc".into(),
         kind: Kind::Full,
         slices,

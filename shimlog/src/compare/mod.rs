@@ -219,8 +219,8 @@ pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String
     if !a.force && base.exes() != cand.exes() {
         return refused(format!(
             "different programs: the base runs {}, the candidate {} (--force compares them anyway)",
-            base.exes().join(", "),
-            cand.exes().join(", ")
+            base.names().join(", "),
+            cand.names().join(", ")
         ));
     }
     let defs = metrics::defs(&base, &cand);
@@ -304,7 +304,7 @@ fn no_stats(base: &Side, cand: &Side) -> String {
 fn info(paths: &[String], s: &Side) -> SideInfo {
     SideInfo {
         logs: paths.to_vec(),
-        programs: s.exes(),
+        programs: s.names(),
         backends: s.backends(),
         kinds: s.kinds(),
         slices: s.logs.iter().map(|l| l.slices.len()).sum(),

@@ -175,6 +175,10 @@ pub fn render(rep: &Report) -> String {
     let _ = writeln!(s, "replay of {}", rep.log);
     let cmd =
         if rep.program.cmdline.is_empty() { rep.program.exe.clone() } else { rep.program.cmdline.join(" ") };
+    let cmd = match crate::name::resolved(&rep.program.exe, &rep.program.cmdline) {
+        Some(e) => format!("{cmd} (runs {e})"),
+        None => cmd,
+    };
     let mut cmd: String = cmd.escape_debug().collect();
     if cmd.chars().count() > 120 {
         cmd = cmd.chars().take(117).collect::<String>() + "...";
