@@ -175,13 +175,13 @@ pub fn render(rep: &Report) -> String {
     let _ = writeln!(s, "replay of {}", rep.log);
     let cmd =
         if rep.program.cmdline.is_empty() { rep.program.exe.clone() } else { rep.program.cmdline.join(" ") };
-    let cmd = match crate::name::resolved(&rep.program.exe, &rep.program.cmdline) {
-        Some(e) => format!("{cmd} (runs {e})"),
-        None => cmd,
-    };
     let mut cmd: String = cmd.escape_debug().collect();
     if cmd.chars().count() > 120 {
         cmd = cmd.chars().take(117).collect::<String>() + "...";
+    }
+    // The resolved executable in full, after the command line however long.
+    if let Some(e) = crate::name::resolved(&rep.program.exe, &rep.program.cmdline) {
+        cmd = format!("{cmd} (runs {})", e.escape_debug());
     }
     let _ = writeln!(
         s,
