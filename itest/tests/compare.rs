@@ -189,7 +189,7 @@ fn same_program_twice_no_difference_beyond_the_noise() {
         assert_eq!(m["judged"], !noisy, "two logs a side: {m}");
         assert_eq!(m["differs"], false, "two runs a side, a false alarm: {m}");
     }
-    assert_eq!(doc["method"]["resampling"], "logs, then time slices within each drawn log");
+    assert_eq!(doc["method"]["resampling"], "logs, each whole; a side of one log, its time slices");
 }
 
 #[test]
@@ -256,7 +256,9 @@ fn twice_the_calls_are_found() {
     assert!(differs(&doc, "calls"), "calls should differ: {:#}", metric(&doc, "calls"));
     for m in ["calls_per_s", "calls"] {
         let (lo, hi) = rel_interval(&doc, m);
-        assert!(lo > 0.5 && hi < 1.5, "{m} about +100%: interval {lo} .. {hi}");
+        // Within a factor 4/3 of twice either way: the interval is taken on the ratio's
+        // log scale, as wide above x2 as below it there.
+        assert!(lo > 0.5 && hi < 2.0 * 4.0 / 3.0 - 1.0, "{m} about +100%: interval {lo} .. {hi}");
     }
     for m in ["live_peak", "live_mean", "rss_peak"] {
         assert!(!differs(&doc, m), "{m} should not differ: {:#}", metric(&doc, m));

@@ -59,7 +59,11 @@ fn stats_opens_with_the_process_tree() {
         assert_eq!(r["lifetime_ns"], s["duration_ns"], "{r}");
         assert_eq!(r["peak_live_bytes"], s["peak_live_bytes"], "{r}");
         assert_eq!(r["peak_rss_bytes"], s["memory"]["peak_rss_bytes"], "{r}");
-        let exe = Path::new(&h.exe).file_name().unwrap().to_string_lossy().into_owned();
+        // Named as started (argv[0]: `sh`, not the `dash` it resolves to).
+        let exe = match h.cmdline.first() {
+            Some(a) => a.rsplit('/').next().unwrap().to_string(),
+            None => Path::new(&h.exe).file_name().unwrap().to_string_lossy().into_owned(),
+        };
         assert!(r["program"].as_str().unwrap().starts_with(&exe), "{r} is {exe}");
     }
     // Tree order: a child comes after its parent's first row, one level deeper; the root is

@@ -112,8 +112,18 @@ pub fn ensure_init_untraced() {
     }
 }
 
+/// The program's name for the log's `%e`: the name it was started with (argv[0], as
+/// shimlog names it: `redis-server`, a symlink to redis-check-rdb), else the executable
+/// /proc/self/exe resolves to.
 fn exe_path() -> String {
-    std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+    let started = std::fs::read("/proc/self/cmdline").ok().and_then(|b| {
+        let a = b.split(|&c| c == 0).next()?;
+        let name = a.rsplit(|&c| c == b'/').next()?;
+        (!name.is_empty()).then(|| String::from_utf8_lossy(a).into_owned())
+    });
+    started.unwrap_or_else(|| {
+        std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+    })
 }
 
 fn init() {

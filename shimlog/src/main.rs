@@ -24,6 +24,7 @@ mod dump;
 mod export;
 mod flamegraph;
 mod generate;
+mod name;
 mod open;
 mod pprof;
 mod record;

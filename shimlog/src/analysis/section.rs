@@ -70,6 +70,9 @@ pub struct Process {
     pub pid: u32,
     pub ppid: u32,
     pub forked: bool,
+    /// The program as started (argv[0]'s file name), the resolved executable beside it
+    /// where they differ: `redis-server (/usr/bin/redis-check-rdb)` (crate::name).
+    pub program: String,
     pub exe: String,
     pub cmdline: Vec<String>,
     pub backend_version: String,
@@ -179,6 +182,7 @@ pub(super) fn of_process(
             pid: h.pid,
             ppid: h.ppid,
             forked: h.forked,
+            program: crate::name::shown(&h.exe, &h.cmdline),
             exe: h.exe.clone(),
             cmdline: h.cmdline.clone(),
             backend_version: h.backend_version.clone(),

@@ -246,6 +246,69 @@ pub fn stat_names(s: &Side) -> Vec<&'static str> {
     v
 }
 
+/// What one drawn log adds up to: its slices as drawn (repeats allowed), or all of them once
+/// (made once per log when its logs are what is drawn: boot.rs).
+#[derive(Clone, Default)]
+pub struct LogSum {
+    /// The timed calls' histograms, sparse: (op x BUCKETS + bucket, count), by key.
+    timed: Vec<(u32, u64)>,
+    calls: u64,
+    dur_ns: u64,
+    stalls: u64,
+    stall_max: u64,
+    rss_byte_ns: f64,
+    rss_ns: u64,
+    live_byte_ns: f64,
+    frag_rss: f64,
+    frag_live: f64,
+    rss_max: u64,
+    live_max: u64,
+    stats: Vec<(&'static str, f64, u64)>,
+    rss_end: Option<u64>,
+    slop_share: Option<f64>,
+}
+
+impl LogSum {
+    /// `log`'s slices `slices` (indices, repeats allowed); `hist`: with the timed calls.
+    pub fn of(log: &super::side::Log, slices: impl Iterator<Item = usize>, hist: bool) -> LogSum {
+        let mut l = LogSum { rss_end: log.rss_end, slop_share: log.slop_share, ..LogSum::default() };
+        let mut timed: Vec<(u32, u64)> = Vec::new();
+        for i in slices {
+            let s: &Slice = &log.slices[i];
+            if hist {
+                timed.extend_from_slice(&s.timed);
+            }
+            l.calls += s.calls;
+            l.dur_ns += s.dur_ns;
+            l.stalls += s.stalls;
+            l.stall_max = l.stall_max.max(s.max_stall_ns);
+            l.rss_byte_ns += s.rss_byte_ns as f64;
+            l.rss_ns += s.rss_ns;
+            l.live_byte_ns += s.live_byte_ns as f64;
+            if s.rss_ns > 0 && s.dur_ns > 0 {
+                l.frag_rss += s.rss_byte_ns as f64;
+                l.frag_live += s.live_byte_ns as f64 * s.rss_ns as f64 / s.dur_ns as f64;
+            }
+            l.rss_max = l.rss_max.max(s.rss_max);
+            l.live_max = l.live_max.max(s.live_max);
+            for &(n, sum, k) in &s.stats {
+                match l.stats.iter_mut().find(|x| x.0 == n) {
+                    Some(x) => (x.1, x.2) = (x.1 + sum, x.2 + k),
+                    None => l.stats.push((n, sum, k)),
+                }
+            }
+        }
+        timed.sort_unstable_by_key(|x| x.0);
+        for (b, c) in timed {
+            match l.timed.last_mut() {
+                Some(x) if x.0 == b => x.1 += c,
+                _ => l.timed.push((b, c)),
+            }
+        }
+        l
+    }
+}
+
 /// What a draw of one role's logs and slices adds up to.
 pub struct Acc {
     /// Per op (BUCKETS each, made when the op is first drawn), and every op's together
@@ -299,59 +362,51 @@ impl Acc {
         }
     }
 
-    /// One drawn log: `slices`, the drawn slices (indices into its slices, repeats allowed).
-    pub fn add_log(&mut self, log: &super::side::Log, slices: impl Iterator<Item = usize>) {
+    /// One drawn log's sums (its slices as drawn, or all of them once).
+    pub fn add(&mut self, l: &LogSum) {
         self.logs += 1;
-        let (mut rss_max, mut live_max) = (0u64, 0u64);
-        for i in slices {
-            let s: &Slice = &log.slices[i];
-            if self.with_hist {
-                for &(b, c) in &s.timed {
-                    let (o, b) = (b as usize / BUCKETS, b as usize % BUCKETS);
-                    let h = &mut self.hist[o];
-                    if h.is_empty() {
-                        *h = vec![0; BUCKETS];
-                    }
-                    h[b] += c;
-                    self.timed_op[o] += c;
-                    self.timed += c;
+        if self.with_hist {
+            for &(b, c) in &l.timed {
+                let (o, b) = (b as usize / BUCKETS, b as usize % BUCKETS);
+                let h = &mut self.hist[o];
+                if h.is_empty() {
+                    *h = vec![0; BUCKETS];
                 }
-            }
-            self.calls += s.calls;
-            self.dur_ns += s.dur_ns;
-            self.stalls += s.stalls;
-            self.stall_max = self.stall_max.max(s.max_stall_ns);
-            self.rss_byte_ns += s.rss_byte_ns as f64;
-            self.rss_ns += s.rss_ns;
-            self.live_byte_ns += s.live_byte_ns as f64;
-            if s.rss_ns > 0 && s.dur_ns > 0 {
-                self.frag_rss += s.rss_byte_ns as f64;
-                self.frag_live += s.live_byte_ns as f64 * s.rss_ns as f64 / s.dur_ns as f64;
-            }
-            rss_max = rss_max.max(s.rss_max);
-            live_max = live_max.max(s.live_max);
-            for &(n, sum, k) in &s.stats {
-                match self.stats.iter_mut().find(|x| x.0 == n) {
-                    Some(x) => (x.1, x.2) = (x.1 + sum, x.2 + k),
-                    None => self.stats.push((n, sum, k)),
-                }
+                h[b] += c;
+                self.timed_op[o] += c;
+                self.timed += c;
             }
         }
-        if rss_max > 0 {
-            self.rss_peak = (self.rss_peak.0 + rss_max as f64, self.rss_peak.1 + 1);
+        self.calls += l.calls;
+        self.dur_ns += l.dur_ns;
+        self.stalls += l.stalls;
+        self.stall_max = self.stall_max.max(l.stall_max);
+        self.rss_byte_ns += l.rss_byte_ns;
+        self.rss_ns += l.rss_ns;
+        self.live_byte_ns += l.live_byte_ns;
+        self.frag_rss += l.frag_rss;
+        self.frag_live += l.frag_live;
+        for &(n, sum, k) in &l.stats {
+            match self.stats.iter_mut().find(|x| x.0 == n) {
+                Some(x) => (x.1, x.2) = (x.1 + sum, x.2 + k),
+                None => self.stats.push((n, sum, k)),
+            }
         }
-        self.live_peak = (self.live_peak.0 + live_max as f64, self.live_peak.1 + 1);
-        if let Some(r) = log.rss_end {
+        if l.rss_max > 0 {
+            self.rss_peak = (self.rss_peak.0 + l.rss_max as f64, self.rss_peak.1 + 1);
+        }
+        self.live_peak = (self.live_peak.0 + l.live_max as f64, self.live_peak.1 + 1);
+        if let Some(r) = l.rss_end {
             self.rss_end = (self.rss_end.0 + r as f64, self.rss_end.1 + 1);
         }
-        if let Some(s) = log.slop_share {
+        if let Some(s) = l.slop_share {
             self.slop = (self.slop.0 + s, self.slop.1 + 1);
         }
     }
 
     /// Every op's histogram added into one (call once the draw is complete).
     pub fn finish(&mut self) {
-        if !self.with_hist {
+        if !self.with_hist || self.timed == 0 {
             return;
         }
         self.pooled = vec![0; BUCKETS];

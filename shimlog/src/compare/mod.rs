@@ -7,6 +7,8 @@
 //! boot.rs the intervals, gate.rs `--fail-if`, document.rs the document they make, text.rs
 //! the table; docs/compare.md.
 mod boot;
+#[cfg(test)]
+mod coverage;
 mod document;
 pub(crate) mod flame;
 mod gate;
@@ -164,8 +166,8 @@ pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String
     if !a.force && base.exes() != cand.exes() {
         return refused(format!(
             "different programs: the base runs {}, the candidate {} (--force compares them anyway)",
-            base.exes().join(", "),
-            cand.exes().join(", ")
+            base.names().join(", "),
+            cand.names().join(", ")
         ));
     }
     let defs = metrics::defs(&base, &cand);
@@ -194,7 +196,7 @@ pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String
         candidate: info(&a.vs, &cand),
         method: Method {
             resampling: if a.base.len() > 1 || a.vs.len() > 1 {
-                "logs, then time slices within each drawn log"
+                "logs, each whole; a side of one log, its time slices"
             } else {
                 "time slices"
             },
@@ -249,7 +251,7 @@ fn no_stats(base: &Side, cand: &Side) -> String {
 fn info(paths: &[String], s: &Side) -> SideInfo {
     SideInfo {
         logs: paths.to_vec(),
-        programs: s.exes(),
+        programs: s.names(),
         backends: s.backends(),
         kinds: s.kinds(),
         slices: s.logs.iter().map(|l| l.slices.len()).sum(),

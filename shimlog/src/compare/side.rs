@@ -25,8 +25,11 @@ pub enum Kind {
 
 /// One log of a side.
 pub struct Log {
-    /// The program's file name (not its directory: two builds of one program compare).
+    /// The executable's file name (not its directory: two builds of one program compare).
     pub exe: String,
+    /// The program as the user named it, the resolved executable beside it where they
+    /// differ (name.rs): how the report names it.
+    pub name: String,
     pub backend: String,
     pub kind: Kind,
     pub slices: Vec<Slice>,
@@ -99,9 +102,14 @@ impl Side {
         k
     }
 
-    /// The distinct program names and backends, sorted.
+    /// The distinct executables' file names (whether the sides run one program), sorted.
     pub fn exes(&self) -> Vec<String> {
         distinct(self.logs.iter().map(|l| l.exe.clone()))
+    }
+
+    /// The distinct program names as started (name.rs), sorted.
+    pub fn names(&self) -> Vec<String> {
+        distinct(self.logs.iter().map(|l| l.name.clone()))
     }
 
     pub fn backends(&self) -> Vec<String> {
@@ -133,6 +141,7 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions, flame: Option<By>) ->
             _ => Kind::Full,
         };
         let exe = p.map(|p| p.exe.rsplit('/').next().unwrap_or(&p.exe).to_string()).unwrap_or_default();
+        let name = p.map(|p| crate::name::shown(&p.exe, &p.cmdline)).unwrap_or_default();
         let slices = analyses[i].slices.take().map(|mut b| std::mem::take(&mut b.done)).unwrap_or_default();
         let rss_end = s.memory.rss_at_end.as_ref().map(|r| r.rss_bytes);
         let slop_share = s.slop.get(s.backend.as_str()).map(|b| b.at_peak.slop_share);
@@ -173,7 +182,17 @@ pub fn read(paths: &[String], two: bool, so: &SiteOptions, flame: Option<By>) ->
         let folded = flame.zip(s.folded.as_ref()).map(|(by, f)| {
             f.graphs.iter().find(|(b, _)| *b == by).map(|(_, l)| l.clone()).unwrap_or_default()
         });
-        logs.push(Log { exe, backend: s.backend.clone(), kind, slices, rss_end, slop_share, memory, folded });
+        logs.push(Log {
+            exe,
+            name,
+            backend: s.backend.clone(),
+            kind,
+            slices,
+            rss_end,
+            slop_share,
+            memory,
+            folded,
+        });
     }
     if let Some(m) = sites.as_mut() {
         for v in m.values_mut() {

@@ -42,7 +42,7 @@ fn row(path: &Path) -> Row {
 }
 
 fn program(r: &LogReader) -> String {
-    tree::program(&r.header.exe, r.header.forked, r.header.window)
+    tree::program(&r.header.exe, &r.header.cmdline, r.header.forked, r.header.window)
 }
 
 /// How the shell would say how the program ended.

@@ -179,6 +179,10 @@ pub fn render(rep: &Report) -> String {
     if cmd.chars().count() > 120 {
         cmd = cmd.chars().take(117).collect::<String>() + "...";
     }
+    // The resolved executable in full, after the command line however long.
+    if let Some(e) = crate::name::resolved(&rep.program.exe, &rep.program.cmdline) {
+        cmd = format!("{cmd} (runs {})", e.escape_debug());
+    }
     let _ = writeln!(
         s,
         "  program: {cmd} (pid {}, recorded on {})",

@@ -32,7 +32,7 @@ pub fn build(logs: &[String], an: &Analysed, replay_asked: bool, replays: Vec<Va
             .collect();
         memory.push(json!({
             "pid": s.process.as_ref().map(|p| p.pid),
-            "exe": s.process.as_ref().map(|p| p.exe.clone()),
+            "exe": s.process.as_ref().map(|p| p.program.clone()),
             "offset_ns": an.offsets[i],
             "samples_from": s.memory.samples_from,
             "points": thin(pts),
@@ -98,8 +98,7 @@ fn flames(sections: &[&Section]) -> Vec<Value> {
 }
 
 fn short_exe(s: &Section) -> String {
-    let exe = s.process.as_ref().map(|p| p.exe.as_str()).unwrap_or("");
-    exe.rsplit('/').next().unwrap_or(exe).to_string()
+    s.process.as_ref().map(|p| crate::name::shown(&p.exe, &p.cmdline)).unwrap_or_default()
 }
 
 /// At most MAX_POINTS of `pts`, evenly spaced, the last kept (a chart's end is its end).

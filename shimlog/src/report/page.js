@@ -164,7 +164,7 @@
     ]);
     for (const { s, base } of procs) {
       const pr = s.process || {};
-      h += `<h3>${esc(pr.exe || "")} (pid ${val(p(base, "process.pid"), text)})</h3>`;
+      h += `<h3>${esc(pr.program || pr.exe || "")} (pid ${val(p(base, "process.pid"), text)})</h3>`;
       h += table([{ h: "" }, { h: "" }], [
         [c("log"), c(s.log, text, p(base, "log"))],
         [c("command line"), c((pr.cmdline || []).join(" "))],
@@ -303,7 +303,7 @@
       if (!st) return;
       const pr = s.process || {};
       const q = path => p(base, "sites." + path);
-      h += `<h3>${esc(pr.exe || "")} (pid ${esc(pr.pid)}): SHIM_STACKS=${esc(st.mode)}, ${val(q("stacks"))} stacks</h3>`;
+      h += `<h3>${esc(pr.program || pr.exe || "")} (pid ${esc(pr.pid)}): SHIM_STACKS=${esc(st.mode)}, ${val(q("stacks"))} stacks</h3>`;
       if (st.estimated) h += `<p class="note">sampled every ${esc(bytes(st.sample_bytes))} on average: the totals are estimates (each sample weighted 1 / (1 - exp(-size / mean)))</p>`;
       if (pr.sampled_only) h += `<p class="note">a sampled-only log (SHIM_RECORD=sample): only the sampled allocations, their frees and the slow calls were recorded</p>`;
       h += cards([["allocated", val(q("total_alloc_bytes"), bytes)], ["allocations", val(q("total_alloc_calls"))],

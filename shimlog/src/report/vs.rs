@@ -26,7 +26,7 @@ pub fn build(
             memory.push(json!({
                 "side": name,
                 "log": info.logs.get(i),
-                "exe": l.exe,
+                "exe": l.name,
                 "backend": l.backend,
                 "kind": l.kind,
                 "points": l.memory.iter().map(|&(t, rss, live)| json!([t, rss, live])).collect::<Vec<_>>(),

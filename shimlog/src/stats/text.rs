@@ -105,7 +105,10 @@ fn heading(w: &mut dyn Write, s: &Section) -> io::Result<()> {
     match (&s.log, &s.process) {
         (Some(log), Some(p)) => {
             writeln!(w, "== {log}")?;
-            let args = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
+            let mut args = if p.cmdline.is_empty() { p.exe.clone() } else { p.cmdline.join(" ") };
+            if let Some(e) = crate::name::resolved(&p.exe, &p.cmdline) {
+                args.push_str(&format!(" (runs {e})"));
+            }
             writeln!(
                 w,
                 "   pid {} (parent {}{}) {args}",

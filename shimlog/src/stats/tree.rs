@@ -8,7 +8,6 @@ use recorder::Ending;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
-use std::path::Path;
 
 /// One process of the tree, as `stats --json` prints it (`tree`).
 #[derive(Serialize, Clone, Debug)]
@@ -80,11 +79,8 @@ pub fn ended(e: &Ending) -> String {
 
 /// The program's name (its executable's file name), marked when a fork child or a capture
 /// window's log.
-pub fn program(exe: &str, forked: bool, window: Option<u32>) -> String {
-    let mut s = Path::new(exe)
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_else(|| exe.to_string());
+pub fn program(exe: &str, cmdline: &[String], forked: bool, window: Option<u32>) -> String {
+    let mut s = crate::name::started(exe, cmdline);
     if forked {
         s.push_str(" (fork)");
     }
@@ -109,9 +105,10 @@ pub fn rows(sections: &[Section]) -> Vec<TreeRow> {
             let i = idx[k];
             let s = &sections[i];
             let (program, ended) = match &s.process {
-                Some(p) => {
-                    (program(&p.exe, p.forked, s.watch.as_ref().map(|w| w.window)), self::ended(&p.ended))
-                }
+                Some(p) => (
+                    program(&p.exe, &p.cmdline, p.forked, s.watch.as_ref().map(|w| w.window)),
+                    self::ended(&p.ended),
+                ),
                 None => (String::new(), String::new()),
             };
             TreeRow {
