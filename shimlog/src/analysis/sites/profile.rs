@@ -47,11 +47,11 @@ pub fn profile_of(c: Collected, r: &LogReader, binaries: Option<&Path>, wrappers
     for (&id, pcs) in &c.stacks {
         let mut m = Vec::with_capacity(pcs.len());
         for &pc in pcs {
-            if !by_pc.contains_key(&pc) {
+            by_pc.entry(pc).or_insert_with(|| {
                 let fr = sym.resolve(pc).to_vec();
                 matched.insert(pc, PcMatch::of(wrappers, fr.iter().map(|f| f.function.as_str())));
-                by_pc.insert(pc, fr);
-            }
+                fr
+            });
             m.push(matched[&pc]);
         }
         let cut = match fold(&m) {
