@@ -38,7 +38,9 @@ pub(crate) use drive::{pipelined, thread_cpu_ns, Progress};
 pub(crate) use latency::Latency;
 pub(crate) use process::Analysis;
 pub(crate) use section::{Section, SiteOptions};
-pub(crate) use sites::{folded, has_stacks, profile, By, Profile, SiteRow, SitesReport};
+pub(crate) use sites::{
+    folded, has_stacks, profile, AllocFnArgs, AllocFns, By, Profile, SiteRow, SitesReport,
+};
 pub(crate) use slices::{bucket_value, halve, Slice, Slices, BUCKETS, OPS};
 pub(crate) use slop::ratio;
 pub(crate) use threads::Threads;

@@ -142,9 +142,12 @@ impl Issue {
     }
 }
 
-/// What the call-site section needs: where the binaries are, and how many sites to list.
+/// What the call-site section needs: where the binaries are, the wrappers, and how many
+/// sites to list.
 pub struct SiteOptions<'a> {
     pub binaries: Option<&'a std::path::Path>,
+    /// The program's allocation wrappers (`--alloc-fn`), folded into their callers.
+    pub alloc_fn: &'a super::AllocFns,
     pub top: u64,
     /// The call sites from a second pass over each log, as before they were taken in the
     /// analysis' own pass (`--two-pass-sites`, hidden: the tests compare the two).
@@ -165,9 +168,9 @@ pub(super) fn of_process(
     let p = match (sites::has_stacks(r), a.stacks.take()) {
         (true, Some(k)) => {
             let c = k.finish(Some((a.heap.peak_bytes, a.heap.peak_ts_ns)));
-            Some(sites::profile_of(c, r, args.binaries))
+            Some(sites::profile_of(c, r, args.binaries, args.alloc_fn))
         }
-        (true, None) => Some(sites::profile(r, args.binaries)),
+        (true, None) => Some(sites::profile(r, args.binaries, args.alloc_fn)),
         (false, _) => None,
     };
     let (sites, folded) = match p {

@@ -63,6 +63,8 @@ pub struct Args {
     /// Where to find the program's binaries for the call sites' symbols.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
     /// Read and analyse on one thread.
     #[arg(long)]
     pub one_thread: bool,
@@ -160,7 +162,16 @@ pub fn evaluate_folding(a: &Args, flame: Option<By>) -> Result<Evaluated, String
     if !(50.0..100.0).contains(&a.confidence) {
         return refused("--confidence: a percentage from 50 to 99.9".into());
     }
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: SITES_READ, two_pass: false };
+    let wrappers = match crate::analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => return refused(e),
+    };
+    let so = SiteOptions {
+        binaries: a.binaries.as_deref(),
+        alloc_fn: &wrappers,
+        top: SITES_READ,
+        two_pass: false,
+    };
     let base = side::read(&a.base, !a.one_thread, &so, flame)?;
     let cand = side::read(&a.vs, !a.one_thread, &so, flame)?;
     if !a.force && base.exes() != cand.exes() {

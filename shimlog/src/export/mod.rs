@@ -39,6 +39,8 @@ pub struct Args {
     /// and Spark's partition discovery take as a table).
     #[arg(long, default_value = "log", value_parser = ["log", "table"])]
     pub layout: String,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
 }
 
 fn parse_table(s: &str) -> Result<String, String> {
@@ -70,11 +72,18 @@ pub fn run(a: Args) -> Result<i32, String> {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
+    let wrappers = match crate::analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("shimlog export: {e}");
+            return Ok(2);
+        }
+    };
     let readers: Vec<LogReader> = a.logs.iter().map(|p| crate::open::open(p)).collect::<Result<_, _>>()?;
     for (r, log) in readers.iter().zip(&a.logs) {
         let part = PathBuf::from(format!("host={host}")).join(format!("pid={}", r.header.pid));
         let at = Layout { root: a.output.clone(), part, by_table: a.layout == "table" };
-        let n = one(r, log, &host, &at, &tables)?;
+        let n = one(r, log, &host, &at, &tables, &wrappers)?;
         println!("{}: {n} events -> {}", log, at.dir("TABLE").display());
     }
     Ok(0)
@@ -188,7 +197,14 @@ impl Pass {
 }
 
 /// One log, in one pass; returns the events it held.
-fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> Result<u64, String> {
+fn one(
+    r: &LogReader,
+    log: &str,
+    host: &str,
+    dir: &Layout,
+    tables: &[&str],
+    wrappers: &crate::analysis::AllocFns,
+) -> Result<u64, String> {
     let want = |t: &str| tables.contains(&t);
     let pid = r.header.pid;
     let mut p = Pass {
@@ -272,7 +288,7 @@ fn one(r: &LogReader, log: &str, host: &str, dir: &Layout, tables: &[&str]) -> R
         // Empty for a log without stacks.
         let mut s = Sink::create(&file(dir, r, "stacks")?, stacks::schema(), &["pid"], &[])?;
         if let Some(st) = p.stacks.take() {
-            s.write(&st.batch(r, pid)?)?;
+            s.write(&st.batch(r, pid, wrappers)?)?;
         }
         s.close()?;
     }

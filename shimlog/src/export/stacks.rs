@@ -3,8 +3,9 @@
 //! in its stream (as the analysis joins them, analysis/sites/collect.rs); the stack and
 //! mapping records are kept as the pass goes, and at the end every stack is written once,
 //! its frames symbolised as `stats` does (analysis/sites/symbols.rs), with its site: the
-//! first frame past the allocation wrappers, the function `stats`' call-site lists name.
-use crate::analysis::sites::{profile_of, site_frame, Collector};
+//! first frame past the allocation wrappers, the function `stats`' call-site lists name; the
+//! frames, as `stats`, from the caller of the program's own wrappers on (`--alloc-fn`).
+use crate::analysis::sites::{profile_of, site_frame, AllocFns, Collector};
 use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -85,8 +86,8 @@ impl Stacks {
     }
 
     /// Every stack of the log, one row each (by id), its frames resolved.
-    pub fn batch(self, r: &LogReader, pid: u32) -> Result<RecordBatch, String> {
-        let p = profile_of(self.col.finish(None), r, None);
+    pub fn batch(self, r: &LogReader, pid: u32, wrappers: &AllocFns) -> Result<RecordBatch, String> {
+        let p = profile_of(self.col.finish(None), r, None, wrappers);
         let mut ids: Vec<u32> = p.c.stacks.keys().copied().collect();
         ids.sort_unstable();
         let mut site = Vec::with_capacity(ids.len());

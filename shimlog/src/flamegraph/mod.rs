@@ -27,6 +27,8 @@ pub struct Args {
     /// Where to find the program's binaries for symbols (see `shimlog stats --binaries`).
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
 }
 
 /// The flame graph of `lines` (folded, as [`folded`] makes them) as an SVG document.
@@ -46,6 +48,7 @@ fn read(
     log: &str,
     r: &recorder::LogReader,
     binaries: Option<&std::path::Path>,
+    wrappers: &crate::analysis::AllocFns,
 ) -> Result<(crate::analysis::Profile, Option<f64>), String> {
     if !has_stacks(r) {
         return Err(format!(
@@ -60,7 +63,7 @@ fn read(
         }
         _ => None,
     };
-    let p = profile(r, binaries);
+    let p = profile(r, binaries, wrappers);
     for i in &p.issues {
         eprintln!("shimlog: note: {i}");
     }
@@ -72,7 +75,7 @@ fn side(s: &(Vec<Vec<String>>, Option<f64>)) -> diff::DiffSide<'_> {
 }
 
 /// `--vs`: each side's logs folded by `a.by`, drawn by [`diff::draw`]; refusals exit 2.
-fn differential(a: &Args) -> Result<Result<String, String>, String> {
+fn differential(a: &Args, w: &crate::analysis::AllocFns) -> Result<Result<String, String>, String> {
     let mut sides = Vec::new();
     let mut estimated = false;
     for logs in [&a.logs, &a.vs] {
@@ -80,7 +83,7 @@ fn differential(a: &Args) -> Result<Result<String, String>, String> {
         let mut secs = Some(0.0);
         for l in logs {
             let r = crate::open::open(l)?;
-            let (p, s) = match read(l, &r, a.binaries.as_deref()) {
+            let (p, s) = match read(l, &r, a.binaries.as_deref(), w) {
                 Ok(x) => x,
                 Err(e) => return Ok(Err(e)),
             };
@@ -96,8 +99,15 @@ fn differential(a: &Args) -> Result<Result<String, String>, String> {
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
+    let w = match crate::analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("shimlog flamegraph: {e}");
+            return Ok(2);
+        }
+    };
     if !a.vs.is_empty() {
-        let svg = match differential(&a)? {
+        let svg = match differential(&a, &w)? {
             Ok(s) => s,
             Err(m) => {
                 eprintln!("shimlog {m}");
@@ -112,7 +122,7 @@ pub fn run(a: Args) -> Result<i32, String> {
         eprintln!("shimlog flamegraph: one log, or BASE... --vs CANDIDATE... for a differential flame graph");
         return Ok(2);
     };
-    let (p, _) = read(log, &crate::open::open(log)?, a.binaries.as_deref())?;
+    let (p, _) = read(log, &crate::open::open(log)?, a.binaries.as_deref(), &w)?;
     let lines = folded(&p, a.by);
     if lines.is_empty() {
         return Err(format!(

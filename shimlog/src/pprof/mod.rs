@@ -23,6 +23,8 @@ pub struct Args {
     /// Where to find the program's binaries for symbols (see `shimlog stats --binaries`).
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +78,7 @@ pub fn build(p: &Profile, at: At, duration_ns: u64, start_unix_ns: u64) -> proto
     }
     let mut functions: FxHashMap<(String, String), u64> = FxHashMap::default();
     let mut function = Vec::new();
-    let mut locations: FxHashMap<u64, u64> = FxHashMap::default();
+    let mut locations: FxHashMap<(u64, usize), u64> = FxHashMap::default();
     let mut location = Vec::new();
     let mut sample = Vec::new();
     let mut ids: Vec<&u32> = p.c.sites.keys().collect();
@@ -91,12 +93,16 @@ pub fn build(p: &Profile, at: At, duration_ns: u64, start_unix_ns: u64) -> proto
             At::End => (t.live_objects, t.live_bytes),
         };
         let mut loc_ids = Vec::new();
-        for &pc in p.c.stacks.get(id).map(|v| v.as_slice()).unwrap_or(&[]) {
+        // Past the program's allocation wrappers: a return address whose inner (inlined)
+        // frames are the wrappers' is a location of its own without them.
+        let (pcs, skip) = p.kept_pcs(*id);
+        for (k, &pc) in pcs.iter().enumerate() {
+            let skip = if k == 0 { skip } else { 0 };
             let next_id = location.len() as u64 + 1;
-            let lid = *locations.entry(pc).or_insert(next_id);
+            let lid = *locations.entry((pc, skip)).or_insert(next_id);
             if lid == next_id {
                 let mut line = Vec::new();
-                for f in p.by_pc.get(&pc).map(|v| v.as_slice()).unwrap_or(&[]) {
+                for f in p.by_pc.get(&pc).map(|v| v.as_slice()).unwrap_or(&[]).iter().skip(skip) {
                     let key = (f.function.clone(), f.file.clone().unwrap_or_default());
                     let next_f = function.len() as u64 + 1;
                     let fid = *functions.entry(key.clone()).or_insert(next_f);
@@ -135,8 +141,11 @@ pub fn build(p: &Profile, at: At, duration_ns: u64, start_unix_ns: u64) -> proto
     let period_type = Some(vt(&mut s, "space", "bytes"));
     // In use at the peak or at the end: the same sample type either way.
     let default_sample_type = s.get("inuse_space");
+    // The wrappers the stacks were folded past, for pprof to fold what it merges in too.
+    let drop_frames = s.get(&p.drop_frames);
     proto::Profile {
         sample_type,
+        drop_frames,
         sample,
         mapping,
         location,
@@ -160,7 +169,14 @@ pub fn run(a: Args) -> Result<i32, String> {
             r.header.stacks.as_deref().unwrap_or("off, a log older than format 4")
         ));
     }
-    let p = profile(&r, a.binaries.as_deref());
+    let wrappers = match crate::analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("shimlog pprof: {e}");
+            return Ok(2);
+        }
+    };
+    let p = profile(&r, a.binaries.as_deref(), &wrappers);
     for i in &p.issues {
         eprintln!("shimlog: note: {i}");
     }

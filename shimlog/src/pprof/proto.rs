@@ -15,6 +15,9 @@ pub struct Profile {
     pub function: Vec<Function>,
     #[prost(string, repeated, tag = "6")]
     pub string_table: Vec<String>,
+    /// Functions whose frames (and the frames they called) are dropped, a regular expression.
+    #[prost(int64, tag = "7")]
+    pub drop_frames: i64,
     #[prost(int64, tag = "9")]
     pub time_nanos: i64,
     #[prost(int64, tag = "10")]

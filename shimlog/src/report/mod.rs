@@ -40,6 +40,8 @@ pub struct Args {
     /// With --vs: compare logs of different programs.
     #[arg(long, requires = "vs")]
     pub force: bool,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
 }
 
 pub fn run(a: Args) -> Result<i32, String> {
@@ -64,6 +66,7 @@ pub fn run(a: Args) -> Result<i32, String> {
             min_change: None,
             top: 10,
             binaries: None,
+            alloc: a.alloc.clone(),
             one_thread: false,
             flamegraph: None,
             flame_by: crate::analysis::By::AllocBytes,
@@ -91,11 +94,19 @@ pub fn run(a: Args) -> Result<i32, String> {
         println!("{}", a.output);
         return Ok(0);
     }
+    let wrappers = match crate::analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = std::fs::remove_file(&a.output);
+            eprintln!("shimlog report: {e}");
+            return Ok(2);
+        }
+    };
     let an = crate::analysis::analyse(
         &a.logs,
         a.burst,
         true,
-        &crate::analysis::SiteOptions { binaries: None, top: 10, two_pass: false },
+        &crate::analysis::SiteOptions { binaries: None, alloc_fn: &wrappers, top: 10, two_pass: false },
     )?;
     let replays = if a.replay {
         a.logs.iter().map(|l| replay::run(l)).collect::<Result<Vec<_>, _>>()?

@@ -44,6 +44,8 @@ pub struct Args {
     /// symbols, by file name; by default the paths the log names.
     #[arg(long, value_name = "DIR")]
     pub binaries: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub alloc: crate::analysis::AllocFnArgs,
     /// With several logs, every process's section (by default the process tree, the total,
     /// and the sections of the few processes with the most events).
     #[arg(long)]
@@ -89,7 +91,19 @@ pub fn run(a: Args) -> Result<i32, String> {
         }
     }
     whatif::resolve(&mut specs);
-    let so = SiteOptions { binaries: a.binaries.as_deref(), top: a.top, two_pass: a.two_pass_sites };
+    let wrappers = match analysis::AllocFns::parse(&a.alloc.alloc_fn) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("shimlog stats: {e}");
+            return Ok(2);
+        }
+    };
+    let so = SiteOptions {
+        binaries: a.binaries.as_deref(),
+        alloc_fn: &wrappers,
+        top: a.top,
+        two_pass: a.two_pass_sites,
+    };
     let Analysed { sections, total, .. } = analysis::analyse(&a.logs, a.burst, !a.one_thread, &so)?;
     let configs = whatif::tabulate(&specs, &total.size_mix, total.peak_live_bytes);
     let tree = if sections.is_empty() { Vec::new() } else { tree::rows(&sections) };

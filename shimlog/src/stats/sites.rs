@@ -12,9 +12,13 @@ pub fn write_text(w: &mut dyn Write, s: &SitesReport) -> io::Result<()> {
         None if s.mode == "all" => "every allocation".to_string(),
         None => "slow calls only".to_string(),
     };
+    let past = match s.past_wrappers {
+        0 => String::new(),
+        n => format!(", {} of them past the program's allocation wrappers (--alloc-fn)", units::count(n)),
+    };
     writeln!(
         w,
-        "Call sites (SHIM_STACKS={}, {how}; {} stacks, unwound by {})",
+        "Call sites (SHIM_STACKS={}, {how}; {} stacks{past}, unwound by {})",
         s.mode,
         units::count(s.stacks),
         s.unwind

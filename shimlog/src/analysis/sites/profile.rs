@@ -1,6 +1,7 @@
 //! A log's call-site profile: its stacks with their totals (collect.rs's pass over the log)
 //! and their frames resolved to functions, files and lines (symbols.rs); which frames are
 //! allocation wrappers rather than call sites ([`is_wrapper`], [`site_frame`]).
+use super::allocfn::{fold, AllocFns, Cut, Folding, PcMatch};
 use super::collect::{self, Collected};
 use super::symbols::{Frame, Symbols};
 use recorder::LogReader;
@@ -9,10 +10,15 @@ use std::path::Path;
 /// A log's stacks with their totals and their frames resolved.
 pub struct Profile {
     pub c: Collected,
-    /// Frames of each stack, innermost first (inlined frames expanded).
+    /// Frames of each stack, innermost first (inlined frames expanded), from the caller of
+    /// the program's allocation wrappers on (`--alloc-fn`, allocfn.rs).
     pub frames: rustc_hash::FxHashMap<u32, Vec<Frame>>,
-
+    /// Each return address' frames, innermost first.
     pub by_pc: rustc_hash::FxHashMap<u64, Vec<Frame>>,
+    /// Where the stacks folded past the wrappers are cut (absent: whole).
+    pub cuts: rustc_hash::FxHashMap<u32, Cut>,
+    /// The wrappers in force, as a pprof profile's `drop_frames` (empty: none).
+    pub drop_frames: String,
     pub mode: String,
     pub unwind: String,
     pub issues: Vec<String>,
@@ -24,34 +30,81 @@ pub fn has_stacks(r: &LogReader) -> bool {
 }
 
 /// Reads the log's stacks (a pass of its own over the log) and resolves their frames.
-pub fn profile(r: &LogReader, binaries: Option<&Path>) -> Profile {
-    profile_of(collect::collect(r), r, binaries)
+pub fn profile(r: &LogReader, binaries: Option<&Path>, wrappers: &AllocFns) -> Profile {
+    profile_of(collect::collect(r), r, binaries, wrappers)
 }
 
 /// The profile of what a [`Collector`](super::collect::Collector) took from `r`'s events
-/// (in the analysis' pass), its frames resolved.
-pub fn profile_of(c: Collected, r: &LogReader, binaries: Option<&Path>) -> Profile {
+/// (in the analysis' pass), its frames resolved and folded past the program's allocation
+/// `wrappers`: each return address resolved and matched once, each stack cut once.
+pub fn profile_of(c: Collected, r: &LogReader, binaries: Option<&Path>, wrappers: &AllocFns) -> Profile {
     let mut sym = Symbols::new(&c.mappings, binaries);
     let mut frames = rustc_hash::FxHashMap::default();
-    let mut by_pc = rustc_hash::FxHashMap::default();
+    let mut by_pc: rustc_hash::FxHashMap<u64, Vec<Frame>> = rustc_hash::FxHashMap::default();
+    let mut matched: rustc_hash::FxHashMap<u64, PcMatch> = rustc_hash::FxHashMap::default();
+    let mut cuts = rustc_hash::FxHashMap::default();
+    let mut whole = (0u64, String::new());
     for (&id, pcs) in &c.stacks {
-        let mut f = Vec::new();
+        let mut m = Vec::with_capacity(pcs.len());
         for &pc in pcs {
-            let fr = sym.resolve(pc).to_vec();
-            f.extend(fr.iter().cloned());
-            by_pc.insert(pc, fr);
+            by_pc.entry(pc).or_insert_with(|| {
+                let fr = sym.resolve(pc).to_vec();
+                matched.insert(pc, PcMatch::of(wrappers, fr.iter().map(|f| f.function.as_str())));
+                fr
+            });
+            m.push(matched[&pc]);
+        }
+        let cut = match fold(&m) {
+            Folding::Cut(cut) => cut,
+            Folding::Whole => Cut::default(),
+            Folding::AllWrappers => {
+                whole.0 += 1;
+                if let Some(root) = pcs.last().and_then(|pc| by_pc[pc].last()) {
+                    whole.1 = root.function.clone();
+                }
+                Cut::default()
+            }
+        };
+        let mut f = Vec::new();
+        for (k, pc) in pcs.iter().enumerate().skip(cut.pcs) {
+            let skip = if k == cut.pcs { cut.frames } else { 0 };
+            f.extend(by_pc[pc].iter().skip(skip).cloned());
+        }
+        if cut != Cut::default() {
+            cuts.insert(id, cut);
         }
         frames.insert(id, f);
     }
     let mut issues = c.issues.clone();
     issues.append(&mut sym.issues);
+    if whole.0 > 0 {
+        issues.push(format!(
+            "--alloc-fn: every frame of {} of the {} stacks is a wrapper (their root {} matches {}): those stacks are left whole",
+            whole.0,
+            c.stacks.len(),
+            whole.1,
+            wrappers.which(&whole.1).join(", ")
+        ));
+    }
     Profile {
         mode: r.header.stacks.clone().unwrap_or_default(),
         unwind: r.header.unwind.clone().unwrap_or_default(),
         c,
         frames,
         by_pc,
+        cuts,
+        drop_frames: wrappers.drop_frames(),
         issues,
+    }
+}
+
+impl Profile {
+    /// Stack `id`'s return addresses past the wrappers, innermost first, and how many of
+    /// the first one's (inlined) frames are the wrappers'.
+    pub fn kept_pcs(&self, id: u32) -> (&[u64], usize) {
+        let pcs = self.c.stacks.get(&id).map(|v| v.as_slice()).unwrap_or(&[]);
+        let cut = self.cuts.get(&id).copied().unwrap_or_default();
+        (&pcs[cut.pcs.min(pcs.len())..], cut.frames)
     }
 }
 

@@ -42,6 +42,8 @@ pub struct SitesReport {
     /// True in sample mode: per-site totals are estimates from the samples.
     pub estimated: bool,
     pub stacks: u64,
+    /// Stacks folded past the program's allocation wrappers (`--alloc-fn`) into their caller.
+    pub past_wrappers: u64,
     /// The heap's peak (every block), which `live_at_peak` refers to, and when.
     pub peak_bytes: u64,
     pub peak_at_ns: u64,
@@ -132,6 +134,7 @@ impl SitesReport {
             sample_bytes: p.c.mean,
             estimated: p.c.mean.is_some(),
             stacks: p.c.stacks.len() as u64,
+            past_wrappers: p.cuts.len() as u64,
             peak_bytes: p.c.peak_bytes,
             peak_at_ns: p.c.peak_ns,
             total_alloc_bytes: all.iter().map(|r| r.alloc_bytes).sum(),
