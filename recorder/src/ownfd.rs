@@ -185,6 +185,8 @@ pub struct OwnFd {
     locked: bool,
     /// Closed already ([`OwnFd::close_now`]): its slot may be another's.
     closed: AtomicBool,
+    /// Times it was reopened by path.
+    reopens: core::sync::atomic::AtomicU32,
 }
 
 impl OwnFd {
@@ -208,6 +210,7 @@ impl OwnFd {
                     flags,
                     locked: false,
                     closed: AtomicBool::new(false),
+                    reopens: Default::default(),
                 });
             }
         }
@@ -218,6 +221,11 @@ impl OwnFd {
     /// Notes that the descriptor holds an flock, to take again when it is reopened.
     pub fn note_locked(&mut self) {
         self.locked = true;
+    }
+
+    /// How many times it was reopened by path (a reopened descriptor's position is 0).
+    pub fn reopens(&self) -> u32 {
+        self.reopens.load(Relaxed)
     }
 
     /// The path it was opened from.
@@ -278,6 +286,7 @@ impl OwnFd {
         }
         s.fd.store(nfd, Release);
         recompute_lowest();
+        self.reopens.fetch_add(1, Relaxed);
         Ok(nfd)
     }
 

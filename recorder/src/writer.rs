@@ -94,11 +94,11 @@ pub fn create_log(path: &str) -> io::Result<(OwnFd, String)> {
     Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many logs with this name"))
 }
 
-/// Writes all of `b` at `off` (pwrite: a descriptor reopened after the program closed it
-/// carries no file position to trust).
-fn write_all_at(fd: i32, mut b: &[u8], mut off: u64) -> io::Result<()> {
+/// Writes all of `b` at the file's position: write(2), not pwrite(2), which the seccomp
+/// sandboxes of browsers' content processes refuse (Firefox's: "Function not implemented").
+fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
     while !b.is_empty() {
-        let n = unsafe { libc::pwrite(fd, b.as_ptr() as *const libc::c_void, b.len(), off as libc::off_t) };
+        let n = unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -110,7 +110,6 @@ fn write_all_at(fd: i32, mut b: &[u8], mut off: u64) -> io::Result<()> {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
         }
         b = &b[n as usize..];
-        off += n as u64;
     }
     Ok(())
 }
@@ -128,7 +127,7 @@ pub fn write_header(fd: &OwnFd, h: &Header) -> io::Result<u32> {
     b.extend_from_slice(&format::preamble(reserved as u32));
     b.extend_from_slice(&json);
     b.resize(format::PREAMBLE_LEN + reserved, b' ');
-    fd.with(|fd| write_all_at(fd, &b, 0))?;
+    fd.with(|fd| write_all(fd, &b))?;
     Ok(reserved as u32)
 }
 
@@ -169,6 +168,8 @@ pub struct LogWriter {
     hurry: bool,
     out: Vec<u8>,
     pub bytes: u64,
+    /// The descriptor's reopen count at the last write ([`OwnFd::reopens`]).
+    seen_reopens: u32,
     pub frames: u64,
     pub records: u64,
     columnar: u64,
@@ -206,6 +207,7 @@ impl LogWriter {
                 zstd::zstd_safe::compress_bound(crate::buffer::BUF_CAP) + format::FRAME_HEADER_LEN,
             ),
             bytes: 0,
+            seen_reopens: 0,
             frames: 0,
             records: 0,
             columnar: 0,
@@ -215,6 +217,7 @@ impl LogWriter {
     /// Frames go from `offset` on (a recovery appending to a log).
     pub fn start_at(&mut self, offset: u64) {
         self.bytes = offset;
+        self.seen_reopens = u32::MAX;
     }
 
     /// Counts the header that [`write_header`] already put in the file.
@@ -234,7 +237,7 @@ impl LogWriter {
         self.columnar
     }
 
-    /// Compresses `buf` into one frame and writes it with one pwrite(2), at the end of what
+    /// Compresses `buf` into one frame and writes it with one write(2), at the end of what
     /// was written.
     pub fn write_buf(&mut self, buf: &Buf) -> io::Result<()> {
         if buf.is_empty() {
@@ -278,7 +281,18 @@ impl LogWriter {
         };
         self.out[..format::FRAME_HEADER_LEN].copy_from_slice(&fh.encode());
         let (out, at) = (&self.out, self.bytes);
-        self.fd.with(|fd| write_all_at(fd, out, at))?;
+        let (own, seen) = (&self.fd, &mut self.seen_reopens);
+        own.with(|fd| {
+            // A descriptor reopened since the last write (the program closed ours) starts at
+            // 0: it is put where the log ends first.
+            if own.reopens() != *seen {
+                if unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_SET) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                *seen = own.reopens();
+            }
+            write_all(fd, out)
+        })?;
         self.bytes += self.out.len() as u64;
         self.frames += 1;
         self.records += buf.n as u64;
