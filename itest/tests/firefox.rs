@@ -221,12 +221,12 @@ fn check_logs(c: &mut Checks, r: &Run, mode: &str) {
         match stats(log) {
             Err(e) => c.check(false, || format!("{what}: {e}")),
             Ok(s) => {
-                let row = &s["tree"][0];
+                let p = &s["process"];
                 procs.push((
-                    row["pid"].as_u64().unwrap_or(0) as u32,
-                    row["ppid"].as_u64().unwrap_or(0) as u32,
-                    row["program"].as_str().unwrap_or("").to_string(),
-                    row["events"].as_u64().unwrap_or(0),
+                    p["pid"].as_u64().unwrap_or(0) as u32,
+                    p["ppid"].as_u64().unwrap_or(0) as u32,
+                    p["exe"].as_str().unwrap_or("").to_string(),
+                    s["events"].as_u64().unwrap_or(0),
                 ));
             }
         }
