@@ -1,62 +1,28 @@
-"""Reading what a recording run left behind: its shim logs.
+"""Reading what a recording run left behind: its shim logs, through shimlog (the recorder's
+own reader, never a second one here).
 
-Two ways in. `frames()` walks a log's frame headers as docs/format.md lays them out
-(preamble, JSON header, then 40-byte frame headers each followed by its zstd body) without
-decompressing anything: it gives the header, the record count and the raw (uncompressed)
-and compressed byte counts in an instant. `count_events()` asks shimlog for the exact
-number of malloc-family events (and dropped events): `shimlog stats --json` when it
-answers with JSON, else `shimlog dump --format jsonl` counted line by line."""
+`frames()` asks `shimlog dump --format frames` what a log's frame index says, without
+decompressing anything: its header, the record count and the raw (uncompressed) and
+compressed byte counts, in an instant. `count_events()` asks shimlog for the exact number of
+malloc-family events (and dropped events): `shimlog stats --json` when it answers with JSON,
+else `shimlog dump --format jsonl` counted line by line."""
 import json
-import struct
 import subprocess
+
+from workloads import SHIMLOG
 
 ALLOC_OPS = ("malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
              "aligned_alloc", "memalign", "valloc", "pvalloc")
 
-PREAMBLE = struct.Struct("<8sHHI")
-FRAME = struct.Struct("<IIIIIQQI")
-FRAME_MAGIC = 0x464D4853  # "SHMF"
-
 
 def frames(path):
-    """{'header', 'frames', 'records', 'raw_bytes', 'comp_bytes', 'file_bytes', 'clean'}."""
-    with open(path, "rb") as f:
-        data = f.read(PREAMBLE.size)
-        if len(data) < PREAMBLE.size:
-            raise ValueError(f"{path}: shorter than a shim log preamble")
-        magic, version, _, header_len = PREAMBLE.unpack(data)
-        if magic != b"SHIMLOG\0":
-            raise ValueError(f"{path}: not a shim log (magic {magic!r})")
-        header = json.loads(f.read(header_len).decode("utf-8").strip() or "{}")
-        n = records = raw = comp = columnar = 0
-        thread_records = {}  # stream -> records; stream 0 holds the process records
-        clean = True
-        pos = PREAMBLE.size + header_len
-        while True:
-            f.seek(pos)
-            fh = f.read(FRAME.size)
-            if len(fh) == 0:
-                break
-            if len(fh) < FRAME.size:
-                clean = False
-                break
-            fmagic, stream, nrec, raw_len, comp_len, _t0, _t1, _crc = FRAME.unpack(fh)
-            if fmagic != FRAME_MAGIC:
-                clean = False
-                break
-            n += 1
-            if stream != 0:
-                thread_records[stream] = thread_records.get(stream, 0) + nrec
-            records += nrec
-            raw += raw_len & 0x7FFFFFFF  # bit 31: a columnar frame (version 5)
-            columnar += raw_len >> 31
-            comp += comp_len
-            pos += FRAME.size + comp_len
-        size = f.seek(0, 2)
-    return {"header": header, "version": version, "frames": n, "records": records,
-            "raw_bytes": raw, "comp_bytes": comp, "file_bytes": size, "clean": clean,
-            "columnar_frames": columnar,
-            "threads": len(thread_records), "thread_records": sum(thread_records.values())}
+    """{'header', 'version', 'frames', 'records', 'raw_bytes', 'comp_bytes', 'file_bytes', 'clean',
+    'columnar_frames', 'threads', 'thread_records'}; ValueError naming the log when shimlog
+    cannot read it."""
+    p = subprocess.run([SHIMLOG, "dump", "--format", "frames", path], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ValueError(f"{path}: {p.stderr.strip() or 'shimlog dump failed'}")
+    return json.loads(p.stdout)
 
 
 def estimate_events(infos):

@@ -6,16 +6,7 @@
 use itest::*;
 use std::process::Command;
 
-const PLUGIN_C: &str = r#"#include <stddef.h>
-#include <stdlib.h>
-void *mi_malloc(size_t n) { return malloc(n); }
-void mi_free(void *p) { free(p); }
-size_t plugin_work(void) {
-    size_t n = 0;
-    for (int i = 0; i < 1000; i++) { void *p = mi_malloc(64); n += p != 0; mi_free(p); }
-    return n;
-}
-"#;
+const PLUGIN_C: &str = include_str!("../programs/inline/later_plugin.c");
 
 fn check(backend: Option<&str>) {
     let dir = tempfile::Builder::new().prefix("itest-plugin-").tempdir().expect("tempdir");
@@ -59,48 +50,9 @@ fn plugin_named_when_switched() {
 /// the program runs on the library whatever SHIM_BACKEND says, and the shim says why in
 /// exactly one stderr line (the cause once: before, a switch asked for printed the patching's
 /// reason and then a second line that the library could not be switched).
-const BUMP_C: &str = r#"#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-static _Alignas(16) unsigned char arena[64 << 20];
-static size_t used;
-struct hdr { size_t size; size_t pad; };
-void *malloc(size_t n) {
-    size_t need = (sizeof(struct hdr) + n + 15) & ~(size_t)15;
-    size_t at = __atomic_fetch_add(&used, need, __ATOMIC_RELAXED);
-    if (n > sizeof arena || at + need > sizeof arena) return NULL;
-    struct hdr *h = (struct hdr *)(arena + at);
-    h->size = n;
-    return h + 1;
-}
-void free(void *p) { (void)p; }
-void *calloc(size_t c, size_t n) {
-    if (n && c > SIZE_MAX / n) return NULL;
-    void *p = malloc(c * n);
-    if (p) memset(p, 0, c * n);
-    return p;
-}
-void *realloc(void *old, size_t n) {
-    void *p = malloc(n);
-    if (p && old) { size_t was = ((struct hdr *)old - 1)->size; memcpy(p, old, was < n ? was : n); }
-    return p;
-}
-size_t malloc_usable_size(void *p) { return p ? ((struct hdr *)p - 1)->size : 0; }
-void *mi_malloc(size_t n) { return malloc(n); }
-void mi_free(void *p) { (void)p; }
-"#;
+const BUMP_C: &str = include_str!("../programs/inline/later_bump.c");
 
-const BUMP_MAIN_C: &str = r#"#include <stdio.h>
-#include <stdlib.h>
-static void *(*volatile do_malloc)(size_t) = malloc;
-static void (*volatile do_free)(void *) = free;
-int main(void) {
-    unsigned long n = 0;
-    for (int i = 0; i < 1000; i++) { char *p = do_malloc(32 + i); p[0] = 1; n += p[0]; do_free(p); }
-    printf("work %lu\n", n);
-    return 0;
-}
-"#;
+const BUMP_MAIN_C: &str = include_str!("../programs/inline/later_bump_main.c");
 
 #[test]
 fn unpatchable_library_named_once_in_every_mode() {

@@ -89,7 +89,7 @@ fn a_non_pie_executable_is_not_taken_for_one_with_its_own_malloc() {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("nopie");
     let src = dir.path().join("nopie.c");
-    std::fs::write(&src, "#include <stdlib.h>\n#include <stdio.h>\nint main(void){char *volatile p = malloc(10); puts(p ? \"ok\" : \"no\"); free(p); return 0;}\n").unwrap();
+    std::fs::write(&src, include_str!("../programs/inline/nopie.c")).unwrap();
     let st = std::process::Command::new("cc")
         .args(["-O1", "-no-pie", "-fno-pie", "-o"])
         .arg(&exe)

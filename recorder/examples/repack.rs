@@ -15,10 +15,11 @@ fn main() {
     }
     let r = LogReader::open(&a[1]).unwrap_or_else(|e| panic!("{e}"));
     let (fd, _) = create_log(&a[2]).expect("create the output log");
-    let mut w = if a[0] == "rows" { LogWriter::rows(fd, 1) } else { LogWriter::new(fd, 1) }.expect("zstd");
     let mut h = r.header.clone();
     h.format_version = recorder::format::VERSION;
-    w.note_header(write_header(fd, &h).expect("write the header"));
+    let reserved = write_header(&fd, &h).expect("write the header");
+    let mut w = if a[0] == "rows" { LogWriter::rows(fd, 1) } else { LogWriter::new(fd, 1) }.expect("zstd");
+    w.note_header(reserved);
     let mut buf = Buf::new_boxed(0);
     let mut bad = 0;
     r.for_each_frame(|fi, data| {

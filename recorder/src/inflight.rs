@@ -135,14 +135,14 @@ fn lock_new(fd: i32) -> bool {
 
 /// A mapped in-flight file, as the shim holds it.
 pub struct Inflight {
-    pub fd: i32,
+    /// One of the shim's own descriptors ([`crate::ownfd`]): a program that closes what it
+    /// did not open does not take the file's lock (its sign of life) or its disk.
+    fd: crate::ownfd::OwnFd,
     pub path: String,
     base: *mut u8,
     removed: core::sync::atomic::AtomicBool,
     /// A slot could not be given disk: the rest come from the heap.
     no_room: core::sync::atomic::AtomicBool,
-    /// The file's device and inode.
-    id: (u64, u64),
 }
 
 unsafe impl Send for Inflight {}
@@ -182,10 +182,6 @@ impl Inflight {
             {
                 return fail(fd);
             }
-            let mut st: libc::stat = core::mem::zeroed();
-            if libc::fstat(fd, &mut st) != 0 {
-                return fail(fd);
-            }
             let p = libc::mmap(
                 core::ptr::null_mut(),
                 len,
@@ -197,13 +193,21 @@ impl Inflight {
             if p == libc::MAP_FAILED {
                 return fail(fd);
             }
+            let mut fd = match crate::ownfd::OwnFd::adopt(fd, path, libc::O_RDWR) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    libc::munmap(p, len);
+                    libc::unlink(c.as_ptr());
+                    return Err(e);
+                }
+            };
+            fd.note_locked();
             let f = Inflight {
                 fd,
                 path: path.to_string(),
                 base: p as *mut u8,
                 removed: Default::default(),
                 no_room: Default::default(),
-                id: (st.st_dev, st.st_ino),
             };
             let h = &mut *(p as *mut InflightHeader);
             h.version = VERSION;
@@ -233,16 +237,15 @@ impl Inflight {
         }
         let at = (HEADER_LEN + i * slot_size()) as libc::off_t;
         // The program may have closed the descriptor (and opened another file under its
-        // number): only our own file gets disk.
-        // SAFETY: fstat into a local, fallocate on the descriptor once it is known ours.
-        let ours = unsafe {
-            let mut st: libc::stat = core::mem::zeroed();
-            libc::fstat(self.fd, &mut st) == 0 && (st.st_dev, st.st_ino) == self.id
-        };
-        if !ours
-            || unsafe { libc::fallocate(self.fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) }
-                != 0
-        {
+        // number): only our own file gets disk (OwnFd::with checks, and reopens).
+        let room = self.fd.with(|fd| {
+            // SAFETY: fallocate on the descriptor known ours.
+            match unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, at, slot_size() as libc::off_t) } {
+                0 => Ok(()),
+                _ => Err(io::Error::last_os_error()),
+            }
+        });
+        if room.is_err() {
             self.no_room.store(true, Relaxed);
             return None;
         }
@@ -297,6 +300,13 @@ impl Inflight {
         h.window.store(n, Relaxed);
     }
 
+    /// Checks that the file's descriptor (and so its lock, the sign of life that keeps other
+    /// processes from recovering it) is still ours; reopens and locks it again when the
+    /// program closed it by a raw system call.
+    pub fn keep_alive(&self) {
+        let _ = self.fd.with(|_| Ok(()));
+    }
+
     /// After a clean close: the file goes (everything in it is in the log). The mapping
     /// stays until the process ends: a thread the final flush could not wait for may still
     /// store into its buffer.
@@ -307,14 +317,14 @@ impl Inflight {
         if let Ok(c) = cstr(&self.path) {
             unsafe { libc::unlink(c.as_ptr()) };
         }
-        unsafe { libc::close(self.fd) };
+        self.fd.close_now();
     }
 
     /// In a fork child: the parent's file stays the parent's (its lock too, which the
     /// child's copy of the descriptor would otherwise keep alive). The mapping stays, unused.
     pub fn forget_in_child(&self) {
         if !self.removed.swap(true, Relaxed) {
-            unsafe { libc::close(self.fd) };
+            self.fd.close_now();
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod ending;
 pub mod event;
 pub mod format;
 pub mod inflight;
+pub mod ownfd;
 pub mod reader;
 pub mod reclaim;
 pub mod recover;

@@ -306,9 +306,12 @@ fn append(
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    unsafe { libc::lseek(fd, whole as libc::off_t, libc::SEEK_SET) };
+    // One of the shim's own descriptors while it is written (a recovery runs in a program's
+    // process, whose other threads may close what they did not open).
+    let fd = crate::ownfd::OwnFd::adopt(fd, path, libc::O_RDWR)?;
     // Frames of the kind the log's version holds (a log an older shim wrote gets row frames).
     let mut w = if columnar { LogWriter::new(fd, 1)? } else { LogWriter::rows(fd, 1)? };
+    w.start_at(whole);
     let mut out = Recovered { log: path.to_string(), ..Default::default() };
     let mut last = 0u64;
     for b in &bufs {
@@ -325,7 +328,8 @@ fn append(
         if let Some(tps) = rate(&header, clock) {
             header.ticks_per_sec = tps;
             out.rate_estimated = true;
-            rewrite_header(file.as_raw_fd(), &header, reserved(&file)?)?;
+            let reserved = reserved(&file)?;
+            w.fd().with(|fd| rewrite_header(fd, &header, reserved))?;
         }
     }
     file.sync_data()?;

@@ -54,7 +54,6 @@ fn push(w: &mut LogWriter, s: &mut Stream, op: Op, t: u64, a: &Args, bt: Option<
 /// end included) to `out`.
 pub fn write(out: &str, events: u64, threads: u32, target_live: usize, level: i32) -> io::Result<Written> {
     let (fd, path) = create_log(out)?;
-    let mut w = LogWriter::new(fd, level)?;
     let h = Header {
         format_version: format::VERSION,
         pid: 4242,
@@ -71,7 +70,8 @@ pub fn write(out: &str, events: u64, threads: u32, target_live: usize, level: i3
         shim_version: "synthetic".into(),
         ..Default::default()
     };
-    let reserved = crate::writer::write_header(fd, &h)?;
+    let reserved = crate::writer::write_header(&fd, &h)?;
+    let mut w = LogWriter::new(fd, level)?;
     w.note_header(reserved);
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

@@ -1,7 +1,9 @@
 //! Creating the log file and writing frames to it (the recorder thread's side).
 use crate::buffer::Buf;
 use crate::format::{self, FrameHeader, Header};
+use crate::ownfd::OwnFd;
 use std::io;
+use std::sync::Arc;
 
 /// Expands `%p` (pid) and `%e` (executable name) in a SHIM_LOG pattern.
 pub fn expand_pattern(pattern: &str, pid: u32, exe_name: &str) -> String {
@@ -66,8 +68,9 @@ pub fn window_pattern(pattern: &str, n: u32) -> String {
 }
 
 /// Creates a new log file with mode 0600. Never follows a symlink and never overwrites:
-/// when `path` exists, tries `path.1`, `path.2`, ... Returns the fd and the path used.
-pub fn create_log(path: &str) -> io::Result<(i32, String)> {
+/// when `path` exists, tries `path.1`, `path.2`, ... Returns the descriptor (one of the
+/// shim's own, [`crate::ownfd`]) and the path used.
+pub fn create_log(path: &str) -> io::Result<(OwnFd, String)> {
     let mut candidate = path.to_string();
     for i in 1..1000 {
         let c = std::ffi::CString::new(candidate.as_bytes())
@@ -80,7 +83,7 @@ pub fn create_log(path: &str) -> io::Result<(i32, String)> {
             )
         };
         if fd >= 0 {
-            return Ok((fd, candidate));
+            return Ok((OwnFd::adopt(fd, &candidate, libc::O_WRONLY)?, candidate));
         }
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EEXIST) {
@@ -91,9 +94,11 @@ pub fn create_log(path: &str) -> io::Result<(i32, String)> {
     Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many logs with this name"))
 }
 
-fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
+/// Writes all of `b` at `off` (pwrite: a descriptor reopened after the program closed it
+/// carries no file position to trust).
+fn write_all_at(fd: i32, mut b: &[u8], mut off: u64) -> io::Result<()> {
     while !b.is_empty() {
-        let n = unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
+        let n = unsafe { libc::pwrite(fd, b.as_ptr() as *const libc::c_void, b.len(), off as libc::off_t) };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -105,6 +110,7 @@ fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
         }
         b = &b[n as usize..];
+        off += n as u64;
     }
     Ok(())
 }
@@ -114,7 +120,7 @@ fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
 ///
 /// The header goes out as soon as the file exists, so a process that execs or dies a
 /// moment later still leaves a valid (if empty) log.
-pub fn write_header(fd: i32, h: &Header) -> io::Result<u32> {
+pub fn write_header(fd: &OwnFd, h: &Header) -> io::Result<u32> {
     let json = serde_json::to_vec(h).map_err(io::Error::other)?;
     // Room for what is added once known: the clock rate, the program's own allocators.
     let reserved = (json.len() + 2048).next_multiple_of(1024);
@@ -122,7 +128,7 @@ pub fn write_header(fd: i32, h: &Header) -> io::Result<u32> {
     b.extend_from_slice(&format::preamble(reserved as u32));
     b.extend_from_slice(&json);
     b.resize(format::PREAMBLE_LEN + reserved, b' ');
-    write_all(fd, &b)?;
+    fd.with(|fd| write_all_at(fd, &b, 0))?;
     Ok(reserved as u32)
 }
 
@@ -153,7 +159,7 @@ pub fn rewrite_header(fd: i32, h: &Header, reserved: u32) -> io::Result<()> {
 /// Writes a log's frames, one per buffer: columnar (version 5), or one zstd frame of the
 /// records as they are (a log of an older version, which recovery appends to).
 pub struct LogWriter {
-    fd: i32,
+    fd: Arc<OwnFd>,
     comp: zstd::bulk::Compressor<'static>,
     /// The column encoder and its scratch space; None: row frames.
     columns: Option<Box<(crate::columns::Encoder, Vec<u8>)>>,
@@ -170,7 +176,7 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// A writer of columnar frames (what this build's logs hold).
-    pub fn new(fd: i32, level: i32) -> io::Result<LogWriter> {
+    pub fn new(fd: impl Into<Arc<OwnFd>>, level: i32) -> io::Result<LogWriter> {
         let mut comp = zstd::bulk::Compressor::new(level)?;
         // The body's CRC covers the columns; their lengths are in the body.
         comp.include_checksum(false)?;
@@ -182,16 +188,16 @@ impl LogWriter {
     }
 
     /// A writer of row frames, as versions 1 to 4 hold them.
-    pub fn rows(fd: i32, level: i32) -> io::Result<LogWriter> {
+    pub fn rows(fd: impl Into<Arc<OwnFd>>, level: i32) -> io::Result<LogWriter> {
         let mut comp = zstd::bulk::Compressor::new(level)?;
         comp.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
         comp.include_contentsize(true)?;
         Ok(Self::with(fd, comp))
     }
 
-    fn with(fd: i32, comp: zstd::bulk::Compressor<'static>) -> LogWriter {
+    fn with(fd: impl Into<Arc<OwnFd>>, comp: zstd::bulk::Compressor<'static>) -> LogWriter {
         LogWriter {
-            fd,
+            fd: fd.into(),
             comp,
             columns: None,
             comp_rows: true,
@@ -204,6 +210,11 @@ impl LogWriter {
             records: 0,
             columnar: 0,
         }
+    }
+
+    /// Frames go from `offset` on (a recovery appending to a log).
+    pub fn start_at(&mut self, offset: u64) {
+        self.bytes = offset;
     }
 
     /// Counts the header that [`write_header`] already put in the file.
@@ -223,7 +234,8 @@ impl LogWriter {
         self.columnar
     }
 
-    /// Compresses `buf` into one frame and writes it with one write(2).
+    /// Compresses `buf` into one frame and writes it with one pwrite(2), at the end of what
+    /// was written.
     pub fn write_buf(&mut self, buf: &Buf) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
@@ -265,21 +277,17 @@ impl LogWriter {
             last_ticks: buf.last_ticks,
         };
         self.out[..format::FRAME_HEADER_LEN].copy_from_slice(&fh.encode());
-        write_all(self.fd, &self.out)?;
+        let (out, at) = (&self.out, self.bytes);
+        self.fd.with(|fd| write_all_at(fd, out, at))?;
         self.bytes += self.out.len() as u64;
         self.frames += 1;
         self.records += buf.n as u64;
         Ok(())
     }
 
-    pub fn fd(&self) -> i32 {
-        self.fd
-    }
-}
-
-impl Drop for LogWriter {
-    fn drop(&mut self) {
-        unsafe { libc::close(self.fd) };
+    /// The file's descriptor (checked at each use: [`OwnFd::with`]); closed with the writer.
+    pub fn fd(&self) -> &OwnFd {
+        &self.fd
     }
 }
 

@@ -26,7 +26,7 @@ type Rec = (u32, Op, u64, u64);
 /// frame is a row frame (as the recorder writes when it is behind), the others columnar.
 fn write_log(calls: &[(u8, bool, u8)], starts: &[u64], step: u8, frame_every: usize) -> (String, Vec<Rec>) {
     let (fd, p) = create_log(&path()).unwrap();
-    let reserved = write_header(fd, &common::header()).unwrap();
+    let reserved = write_header(&fd, &common::header()).unwrap();
     let mut w = LogWriter::new(fd, 1).unwrap();
     w.note_header(reserved);
     let n = starts.len();

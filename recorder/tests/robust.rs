@@ -70,8 +70,8 @@ fn path(tag: &str) -> String {
 fn preamble_and_header() -> Vec<u8> {
     let p = path("hdr");
     let (fd, p) = create_log(&p).unwrap();
-    write_header(fd, &header()).unwrap();
-    unsafe { libc::close(fd) };
+    write_header(&fd, &header()).unwrap();
+    fd.close();
     let b = std::fs::read(&p).unwrap();
     std::fs::remove_file(&p).unwrap();
     b
@@ -116,7 +116,7 @@ fn read(bytes: &[u8]) -> Option<Outcome> {
 fn real_log(calls: &[(u8, u8, u32, u64)], level: i32) -> (Vec<u8>, u64) {
     let p = path("log");
     let (fd, p) = create_log(&p).unwrap();
-    let reserved = write_header(fd, &header()).unwrap();
+    let reserved = write_header(&fd, &header()).unwrap();
     let mut w = LogWriter::new(fd, level).unwrap();
     w.note_header(reserved);
     let mut bufs: Vec<Box<Buf>> = (0..4).map(|s| Buf::new_boxed(s + 1)).collect();

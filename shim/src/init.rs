@@ -8,6 +8,7 @@ use crate::state;
 use crate::thread::tls;
 use core::sync::atomic::{AtomicU8, Ordering::*};
 use recorder::clock;
+use recorder::ownfd::OwnFd;
 use recorder::transport::Pool;
 use shim_backend::{self as be, Backend};
 
@@ -158,7 +159,7 @@ fn init() {
         on_full: cfg.on_full,
         backend,
         zstd_level: cfg.zstd_level,
-        fd,
+        fd: std::sync::Arc::new(fd),
         log_path,
         header_reserved: 0,
         log_pattern: pattern,
@@ -243,7 +244,8 @@ fn select(cfg: &config::Config) -> Backend {
 pub fn rewrite_header() {
     let g = G.get();
     let tps = f64::from_bits(TPS_BITS.load(Relaxed));
-    if let Err(e) = recorder::writer::rewrite_header(g.fd, &crate::header::build(g, tps), g.header_reserved) {
+    let h = crate::header::build(g, tps);
+    if let Err(e) = g.fd.with(|fd| recorder::writer::rewrite_header(fd, &h, g.header_reserved)) {
         say(&format!("shim: cannot rewrite the header of {}: {e}", g.log_path));
     }
 }
@@ -252,14 +254,13 @@ pub fn rewrite_header() {
 /// None, with one line on stderr, when the write fails.
 pub fn with_header(mut g: Box<Globals>) -> Option<Box<Globals>> {
     let tps = f64::from_bits(TPS_BITS.load(Relaxed));
-    match recorder::writer::write_header(g.fd, &crate::header::build(&g, tps)) {
+    match recorder::writer::write_header(&g.fd, &crate::header::build(&g, tps)) {
         Ok(r) => {
             g.header_reserved = r;
             Some(g)
         }
         Err(e) => {
             say(&format!("shim: cannot write log {}: {e}; the program runs without recording", g.log_path));
-            unsafe { libc::close(g.fd) };
             None
         }
     }
@@ -290,7 +291,7 @@ pub fn new_pool(log_path: &str, crash_safe: bool, inflight_base: &str, p0: clock
 /// Creates the log named by SHIM_LOG (or the default); None, with one line on stderr, when
 /// it cannot be created.
 /// With capture windows, `window` is the window's number (0: the watch log).
-pub fn open_log(pattern: Option<&str>, window: Option<u32>) -> Option<(i32, String)> {
+pub fn open_log(pattern: Option<&str>, window: Option<u32>) -> Option<(OwnFd, String)> {
     let exe = exe_path();
     let name = exe.rsplit('/').next().unwrap_or("unknown");
     let pid = unsafe { libc::getpid() } as u32;

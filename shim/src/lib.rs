@@ -4,7 +4,8 @@
 //!
 //! - the C ABI: `exports.rs` (the malloc family, heap introspection), `patch/` (a
 //!   program's own allocator: found, patched, its entry points' wrappers), `process.rs`
-//!   (constructor, fork, exec*, _exit, abort, the final flush); `c_rules.rs`, the malloc
+//!   (constructor, fork, exec*, _exit, abort, the final flush), `fds.rs` (close, close_range,
+//!   closefrom, dup2, dup3: the shim's own descriptors spared); `c_rules.rs`, the malloc
 //!   family's C rules they share;
 //! - `hot/`: the one dispatch on the recording state, then the recording, watching and
 //!   sampling paths; `stacks/`, the call stacks they take;
@@ -22,6 +23,7 @@ mod background;
 mod c_rules;
 mod config;
 mod exports;
+mod fds;
 mod header;
 mod hot;
 mod init;

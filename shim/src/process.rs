@@ -83,6 +83,7 @@ extern "C" fn fork_child() {
     }
     // The shim's threads are not in the child: nothing of theirs is under way.
     crate::thread::QUIESCE.unlock();
+    recorder::ownfd::after_fork_child();
     let t = tls::get();
     t.busy += 1;
     if state::stopping() {
@@ -127,7 +128,7 @@ fn restart(forked: bool) {
         on_full: old.on_full,
         backend: old.backend,
         zstd_level: old.zstd_level,
-        fd,
+        fd: std::sync::Arc::new(fd),
         log_path,
         header_reserved: 0,
         log_pattern: old.log_pattern.clone(),
@@ -148,7 +149,7 @@ fn restart(forked: bool) {
         fork_ticks: if forked { Some(fork_ticks) } else { old.fork_ticks },
     });
     if forked {
-        unsafe { libc::close(old.fd) }; // the parent's log stays the parent's
+        old.fd.close_now(); // the parent's log stays the parent's
     }
     let Some(g) = init::with_header(g) else {
         stop_for_good();

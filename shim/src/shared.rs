@@ -17,7 +17,9 @@ pub struct Globals {
     pub on_full: OnFull,
     pub backend: Backend,
     pub zstd_level: i32,
-    pub fd: i32,
+    /// The log (one of the shim's own descriptors, checked at each use), shared with the
+    /// recorder thread's writer.
+    pub fd: std::sync::Arc<recorder::ownfd::OwnFd>,
     pub log_path: String,
     /// Bytes reserved for the header JSON (rewritten in place once calibrated).
     pub header_reserved: u32,

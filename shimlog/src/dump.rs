@@ -11,6 +11,9 @@ pub enum Format {
     Jsonl,
     /// Firefox's logalloc text format (`pid tid func(args)=result`), allocation calls only.
     Logalloc,
+    /// No events: one JSON object on the log's frames (from their headers alone: header,
+    /// version, frames, records, raw and compressed bytes, columnar frames, threads, clean).
+    Frames,
 }
 
 #[derive(clap::Args)]
@@ -23,6 +26,10 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<i32, String> {
     let r = open(&a.log)?;
+    if a.format == Format::Frames {
+        println!("{}", frames(&r));
+        return Ok(0);
+    }
     let out = std::io::stdout();
     let mut w = BufWriter::with_capacity(1 << 16, out.lock());
     let pid = r.header.pid;
@@ -38,6 +45,7 @@ pub fn run(a: Args) -> Result<i32, String> {
                     continue;
                 }
             }
+            Format::Frames => unreachable!("answered above"),
         }
         line.push('\n');
         if w.write_all(line.as_bytes()).is_err() {
@@ -49,6 +57,34 @@ pub fn run(a: Args) -> Result<i32, String> {
         eprintln!("shimlog: {}: {i}", a.log);
     }
     Ok(0)
+}
+
+/// What the frame index says of a log, without decompressing a frame.
+fn frames(r: &recorder::LogReader) -> serde_json::Value {
+    let mut streams = std::collections::BTreeMap::new();
+    let (mut records, mut raw, mut comp, mut columnar) = (0u64, 0u64, 0u64, 0u64);
+    for f in &r.frames {
+        records += f.h.n_records as u64;
+        raw += f.h.raw_len as u64;
+        comp += f.h.comp_len as u64;
+        columnar += f.h.columnar as u64;
+        if f.h.stream != 0 {
+            *streams.entry(f.h.stream).or_insert(0u64) += f.h.n_records as u64;
+        }
+    }
+    serde_json::json!({
+        "header": r.header,
+        "version": r.version,
+        "frames": r.frames.len(),
+        "records": records,
+        "raw_bytes": raw,
+        "comp_bytes": comp,
+        "file_bytes": r.file_len,
+        "clean": r.issues.is_empty(),
+        "columnar_frames": columnar,
+        "threads": streams.len(),
+        "thread_records": streams.values().sum::<u64>(),
+    })
 }
 
 fn text(s: &mut String, e: &Event) {

@@ -84,7 +84,7 @@ impl LogBuilder {
             on_full: "block".into(),
             ..Header::default()
         };
-        let reserved = write_header(fd, &h).unwrap();
+        let reserved = write_header(&fd, &h).unwrap();
         let mut w = LogWriter::new(fd, 1).unwrap();
         w.note_header(reserved);
         for (i, (_, recs)) in self.threads.iter().enumerate() {

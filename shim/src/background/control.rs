@@ -6,9 +6,10 @@
 //! user (or root) may drive it. Polled by the recorder thread on its ticks, never blocking:
 //! one request line, one reply line, then the connection is closed.
 use crate::shared::say;
+use recorder::ownfd::OwnFd;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, FromRawFd, IntoRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::Duration;
 
@@ -22,7 +23,10 @@ pub enum Request {
 }
 
 pub struct Control {
-    listener: UnixListener,
+    /// The listening socket, one of the shim's own descriptors: never an accept on a number
+    /// the program closed and reused (a socket cannot be reopened by path: then no more
+    /// connections are served).
+    listener: OwnFd,
     path: String,
 }
 
@@ -58,12 +62,25 @@ impl Control {
         if listener.set_nonblocking(true).is_err() {
             return None;
         }
+        let listener = OwnFd::adopt(listener.into_raw_fd(), &path, libc::O_RDONLY).ok()?;
         Some(Control { listener, path })
     }
 
     /// Serves the connections waiting now; `answer` turns a request into the reply line.
     pub fn poll(&self, mut answer: impl FnMut(Request) -> String) {
-        while let Ok((mut s, _)) = self.listener.accept() {
+        // SAFETY: accept4 on the listening socket, checked ours; the new descriptor is
+        // owned by the UnixStream.
+        let accept = || {
+            self.listener.with(|fd| {
+                match unsafe {
+                    libc::accept4(fd, core::ptr::null_mut(), core::ptr::null_mut(), libc::SOCK_CLOEXEC)
+                } {
+                    c if c >= 0 => Ok(unsafe { UnixStream::from_raw_fd(c) }),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            })
+        };
+        while let Ok(mut s) = accept() {
             let reply = match peer_allowed(&s) {
                 false => "error: not allowed (another user)".to_string(),
                 true => match read_line(&mut s) {

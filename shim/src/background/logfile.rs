@@ -3,8 +3,10 @@
 use crate::shared::{say, G, TPS_BITS};
 use core::sync::atomic::Ordering::*;
 use recorder::buffer::{Args, Buf};
+use recorder::ownfd::OwnFd;
 use recorder::writer::LogWriter;
 use recorder::{clock, Op};
+use std::sync::Arc;
 
 pub struct LogFile {
     pub w: LogWriter,
@@ -21,10 +23,15 @@ pub struct LogFile {
 
 impl LogFile {
     /// Takes over `fd`, whose header (`reserved` bytes of JSON) is written already.
-    pub fn new(fd: i32, path: String, reserved: u32, window: Option<u32>, level: i32) -> Option<LogFile> {
+    pub fn new(
+        fd: Arc<OwnFd>,
+        path: String,
+        reserved: u32,
+        window: Option<u32>,
+        level: i32,
+    ) -> Option<LogFile> {
         let Ok(mut w) = LogWriter::new(fd, level) else {
             say("shim: cannot set up zstd; the program runs without recording");
-            unsafe { libc::close(fd) };
             return None;
         };
         w.note_header(reserved);
@@ -45,11 +52,10 @@ impl LogFile {
         let g = G.get();
         let (fd, path) = crate::init::open_log(g.log_pattern.as_deref(), Some(n))?;
         let tps = f64::from_bits(TPS_BITS.load(Relaxed));
-        match recorder::writer::write_header(fd, &crate::header::build_window(g, tps, Some(n))) {
-            Ok(reserved) => LogFile::new(fd, path, reserved, Some(n), g.zstd_level),
+        match recorder::writer::write_header(&fd, &crate::header::build_window(g, tps, Some(n))) {
+            Ok(reserved) => LogFile::new(Arc::new(fd), path, reserved, Some(n), g.zstd_level),
             Err(e) => {
                 say(&format!("shim: cannot write log {path}: {e}"));
-                unsafe { libc::close(fd) };
                 None
             }
         }
@@ -61,7 +67,8 @@ impl LogFile {
             return true;
         }
         let h = crate::header::build_window(G.get(), tps, self.window.or(G.get().windows.map(|_| 0)));
-        if let Err(e) = recorder::writer::rewrite_header(self.w.fd(), &h, self.reserved) {
+        let reserved = self.reserved;
+        if let Err(e) = self.w.fd().with(|fd| recorder::writer::rewrite_header(fd, &h, reserved)) {
             self.fail(&e);
             return false;
         }
@@ -72,7 +79,9 @@ impl LogFile {
     /// room back, for the watch log to say what happened).
     fn fail(&mut self, e: &std::io::Error) {
         self.failed = true;
-        unsafe { libc::ftruncate(self.w.fd(), self.w.bytes as libc::off_t) };
+        let bytes = self.w.bytes;
+        // SAFETY: ftruncate on the log's own descriptor, checked by with().
+        let _ = self.w.fd().with(|fd| Ok(unsafe { libc::ftruncate(fd, bytes as libc::off_t) }));
         let what = match self.window {
             None => "recording stopped",
             Some(0) => "the watch log stops",

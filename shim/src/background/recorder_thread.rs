@@ -16,11 +16,13 @@ use crate::thread::tls;
 use crate::thread::{halt_all, QUIESCE, REGISTRY};
 use core::sync::atomic::Ordering::*;
 use recorder::format::TICK_SHIFT;
+use recorder::ownfd::OwnFd;
 use recorder::window_event::{
     DELETED, END_DEMAND, END_EXIT, END_LIMIT, END_SIGNAL, END_WRITE_ERROR, LIMIT_STOP, START_DEMAND,
     START_SIGNAL,
 };
 use recorder::{clock, Op};
+use std::os::fd::IntoRawFd;
 
 /// Starts the recorder with a raw pthread (shared::spawn_detached).
 pub fn start() {
@@ -49,16 +51,16 @@ extern "C" fn entry(_: *mut libc::c_void) -> *mut libc::c_void {
 /// The program's resident set: the process's (`/proc/self/statm`) less the shim's own
 /// buffers (their in-flight pages and heap buffers, `Pool::own_bytes`), which grow when the
 /// recorder falls behind and would otherwise show as the program's memory (docs/recording.md).
-fn rss_bytes(statm: &std::fs::File) -> Option<u64> {
+fn rss_bytes(statm: &OwnFd) -> Option<u64> {
     let all = process_rss(statm)?;
     Some(all.saturating_sub(G.get().pool.own_bytes()))
 }
 
-fn process_rss(statm: &std::fs::File) -> Option<u64> {
-    use std::os::unix::fs::FileExt;
+fn process_rss(statm: &OwnFd) -> Option<u64> {
     let mut b = [0u8; 128];
-    let n = statm.read_at(&mut b, 0).ok()?;
-    let s = core::str::from_utf8(&b[..n]).ok()?;
+    // SAFETY: pread into a local buffer of its length, on the descriptor checked ours.
+    let n = statm.with(|fd| Ok(unsafe { libc::pread(fd, b.as_mut_ptr().cast(), b.len(), 0) })).ok()?;
+    let s = core::str::from_utf8(b.get(..usize::try_from(n).ok()?)?).ok()?;
     let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * shared::page_size() as u64)
 }
@@ -151,7 +153,7 @@ fn target<'a>(main: &'a mut LogFile, win: &'a mut Option<Windowed>) -> Option<&'
 fn run() {
     let g = G.get();
     let Some(mut main) =
-        LogFile::new(g.fd, g.log_path.clone(), g.header_reserved, g.windows.map(|_| 0), g.zstd_level)
+        LogFile::new(g.fd.clone(), g.log_path.clone(), g.header_reserved, g.windows.map(|_| 0), g.zstd_level)
     else {
         halt_all();
         return;
@@ -179,7 +181,11 @@ fn run() {
         tps = known;
         calibrated(&mut main, &mut win, tps);
     }
-    let statm = std::fs::File::open("/proc/self/statm").ok();
+    // One of the shim's own descriptors (recorder::ownfd): never a read of, nor a close of,
+    // a number the program reused.
+    let statm = std::fs::File::open("/proc/self/statm")
+        .ok()
+        .and_then(|f| OwnFd::adopt(f.into_raw_fd(), "/proc/self/statm", libc::O_RDONLY).ok());
     let (mut last_rss, mut last_clock, mut last_take) = (0u64, 0u64, 0u64);
     let mut packing = Packing::new(g.pack, clock::mono_ns());
     let mut pace = Pace::new();
@@ -241,6 +247,10 @@ fn run() {
         }
         if now.wrapping_sub(last_clock) >= ticks_1s {
             last_clock = now;
+            if let Some(f) = g.pool.inflight() {
+                // Its lock again, should a raw close by the program have taken it.
+                f.keep_alive();
+            }
             crate::patch::later::check();
             let p = clock::pair();
             if win.as_ref().is_some_and(|w| !w.limit_hit) {

@@ -42,8 +42,8 @@ impl Log {
     pub fn create(path: &str, h: &Header) -> Log {
         let _ = std::fs::remove_file(path);
         let (fd, path) = create_log(path).expect("create log");
+        let reserved = write_header(&fd, h).expect("header");
         let mut w = LogWriter::new(fd, 3).expect("writer");
-        let reserved = write_header(fd, h).expect("header");
         w.note_header(reserved);
         Log { path, w, bufs: BTreeMap::new(), streams: BTreeMap::new(), last_ts: 0 }
     }

@@ -6,7 +6,8 @@ pub const PERIOD_NS: u64 = 200_000_000;
 /// Idle time of the CPUs in the thread's affinity mask, from /proc/stat's per-CPU lines
 /// (idle + iowait, in clock ticks).
 pub(super) struct IdleCores {
-    fd: i32,
+    /// /proc/stat, one of the shim's own descriptors (checked at each read).
+    fd: recorder::ownfd::OwnFd,
     allowed: libc::cpu_set_t,
     hz: f64,
     last_ns: u64,
@@ -24,6 +25,7 @@ impl IdleCores {
             if fd < 0 {
                 return None;
             }
+            let fd = recorder::ownfd::OwnFd::adopt(fd, "/proc/stat", libc::O_RDONLY).ok()?;
             let mut allowed: libc::cpu_set_t = core::mem::zeroed();
             if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
                 libc::CPU_ZERO(&mut allowed);
@@ -43,10 +45,7 @@ impl IdleCores {
             };
             match s.read() {
                 Some(idle) => s.last_idle = idle,
-                None => {
-                    libc::close(fd);
-                    return None;
-                }
+                None => return None,
             }
             Some(s)
         }
@@ -54,8 +53,12 @@ impl IdleCores {
 
     /// The idle ticks of the allowed CPUs now.
     fn read(&mut self) -> Option<u64> {
+        let buf = &mut self.buf;
         // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::pread(self.fd, self.buf.as_mut_ptr().cast(), self.buf.len(), 0) };
+        let n = self
+            .fd
+            .with(|fd| Ok(unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) }))
+            .unwrap_or(-1);
         if n <= 0 {
             self.failures += 1;
             return None;
@@ -89,9 +92,6 @@ impl IdleCores {
         Some(cores)
     }
 }
-
-// No Drop: the recorder ends only as the process does, and by then the program may have
-// closed this descriptor and opened one of its own under the same number.
 
 /// Sum of idle + iowait over the `cpuN` lines of /proc/stat text whose N `allowed` takes.
 /// None when there is no such line.

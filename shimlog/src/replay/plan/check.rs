@@ -143,7 +143,7 @@ fn write_log(path: &std::path::Path, calls: &[(usize, Op, Args)]) {
         ticks_per_sec: 1e9,
         ..recorder::Header::default()
     };
-    let reserved = write_header(fd, &h).unwrap();
+    let reserved = write_header(&fd, &h).unwrap();
     let mut w = LogWriter::new(fd, 1).unwrap();
     w.note_header(reserved);
     let threads = calls.iter().map(|c| c.0 + 1).max().unwrap_or(0);
