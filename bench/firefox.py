@@ -52,7 +52,7 @@ def one(ff, work, prefix):
     t0 = time.monotonic()
     r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     dt = time.monotonic() - t0
-    ok = r.returncode == 0 and os.path.exists(shot)
+    ok = r.returncode == 0 and os.path.exists(shot) and os.path.getsize(shot) > 0
     shutil.rmtree(run, ignore_errors=True)
     return dt if ok else None
 

@@ -232,9 +232,12 @@ fn check_logs(c: &mut Checks, r: &Run, mode: &str) {
         }
     }
     let shown = || format!("{procs:?}\nstderr:\n{}", r.out.stderr);
-    // The main process: the firefox-esr whose parent is shimlog (not among the logs).
+    // The main process: the firefox-esr whose parent is shimlog (not among the logs). The
+    // crash helper daemonizes: its second child, whose parent exited before it started, has
+    // init (1) for a parent.
     let pids: Vec<u32> = procs.iter().map(|p| p.0).collect();
-    let roots: Vec<&(u32, u32, String, u64)> = procs.iter().filter(|p| !pids.contains(&p.1)).collect();
+    let roots: Vec<&(u32, u32, String, u64)> =
+        procs.iter().filter(|p| !pids.contains(&p.1) && p.1 != 1).collect();
     c.check(roots.len() == 1 && roots[0].1 == r.out.pid, || {
         format!(
             "{what}: want one root process, shimlog's child, every other log's parent among the logs: {}",
