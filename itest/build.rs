@@ -28,14 +28,35 @@ fn main() {
     println!("cargo:rustc-env=ITEST_CBIN={}", out.display());
 }
 
+/// A program's libraries: its ` * itest-link: -lNAME ...` line (jemalloc_walk.c links
+/// Debian's libjemalloc.so.2).
+fn link_args(src: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(src).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.trim_start_matches([' ', '*', '/']).strip_prefix("itest-link:"))
+        .map(|a| a.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 fn compile(cc: &str, src: &Path, out: &Path) {
     let name = src.file_stem().expect("file name").to_string_lossy().into_owned();
     let exe = out.join(&name);
+    let libs = link_args(src);
     let status = Command::new(cc)
         .args(["-O1", "-g", "-pthread", "-Wall", "-Wextra", "-o"])
         .arg(&exe)
         .arg(src)
+        .args(&libs)
         .status()
         .unwrap_or_else(|e| panic!("cannot run the C compiler `{cc}` for {}: {e}", src.display()));
-    assert!(status.success(), "`{cc}` failed on {} ({status})", src.display());
+    assert!(
+        status.success(),
+        "`{cc}` failed on {} ({status}){}",
+        src.display(),
+        if libs.is_empty() {
+            String::new()
+        } else {
+            format!(", linked with {libs:?}: tools/test-deps.sh installs the libraries (libjemalloc-dev)")
+        }
+    );
 }

@@ -23,7 +23,7 @@ DEBS=(
   "command -v python3|python3|bench, the export and fleet tests"
   "command -v objcopy|binutils|itest/programs/ownalloc: nm, objcopy, ar, strip"
   "command -v flock|util-linux|one cargo build at a time in target/ownalloc"
-  "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|itest/programs/ownalloc: static jemalloc"
+  "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|itest/programs/ownalloc: static jemalloc; itest jemalloc_namespace.rs: -ljemalloc"
   "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|itest/programs/ownalloc: static tcmalloc"
   "command -v redis-server|redis-server|itest redis.rs: Debian's redis-server under the shim"
   "command -v redis-benchmark|redis-tools|itest redis.rs: the load"

@@ -1,26 +1,36 @@
-//! jemalloc's `mallctl` namespace (jemalloc 5.3), answered from another backend's
+//! jemalloc's `mallctl` namespace (jemalloc 5.3.0), answered from another backend's
 //! statistics: `mallctl`, `mallctlnametomib`, `mallctlbymib` and `malloc_stats_print` with
-//! jemalloc's calling conventions, as its src/ctl.c has them:
+//! jemalloc's calling conventions, as its src/ctl.c has them.
 //!
-//! - a name is looked up element by element in a tree of named and indexed nodes; a name
-//!   that is not in it, or stops at an inner node, or names an arena that does not exist,
-//!   is ENOENT; a MIB is the path of child numbers (named nodes) and indices (arenas), so
-//!   that `mallctlnametomib` then `mallctlbymib` is `mallctl`; a MIB buffer shorter than
-//!   the name gets the partial MIB;
-//! - a read with `*oldlenp` not the value's size copies what fits, sets `*oldlenp` to it
-//!   and is EINVAL; a write of the wrong size is EINVAL; a write to a read-only name (or a
-//!   read or write of an action) is EPERM; an action or setting the backend cannot carry
-//!   out is EFAULT (jemalloc's "an interface with side effects failed"), `arenas.create`
-//!   EAGAIN;
-//! - statistics are a snapshot refreshed by writing `epoch`, as jemalloc's are.
+//! - The tree is ctl.c's, node for node and in its order (so that a MIB is the one jemalloc
+//!   gives): every name a jemalloc 5.3.0 built with its defaults answers (statistics on,
+//!   profiling, utrace, xmalloc and UAF detection off) is answered with the same type and
+//!   size; a name such a build does not answer is found (mallctlnametomib succeeds) and is
+//!   ENOENT, as ctl.c's guards make it. jemalloc-5.3.0-ctl.txt, beside this file, lists
+//!   every leaf of ctl.c with its MIB (tools/jemalloc-ctl-names.py reads ctl.c); the tests
+//!   check this tree against it.
+//! - A name is looked up element by element; a name that is not in the tree, stops at an
+//!   inner node, has elements past a leaf, or an index the node's index function refuses
+//!   (an arena that does not exist, a bin past `arenas.nbins`) is ENOENT; a MIB buffer
+//!   shorter than the name gets the partial MIB.
+//! - Each leaf checks its buffers as its ctl function does: READONLY (a write is EPERM),
+//!   READ (a read with `*oldlenp` not the value's size copies what fits, sets `*oldlenp` to
+//!   it and is EINVAL), VERIFY_READ (EINVAL and `*oldlenp` 0), WRITE (a write of the wrong
+//!   size is EINVAL), NEITHER_READ_NOR_WRITE (an action given a buffer is EPERM).
+//! - Statistics are a snapshot refreshed by writing `epoch`, as jemalloc's are.
 //!
 //! The serving backend is shown as one arena: `arenas.narenas` is 1, and arena 0 and
-//! `MALLCTL_ARENAS_ALL` (4096) both hold everything. What each name returns under each
-//! backend is in docs/introspection.md.
-use super::{page_size, say_once, snapshot, Buf, Snapshot, Trouble};
+//! `MALLCTL_ARENAS_ALL` (4096) both hold everything. Structural values (size classes, bins,
+//! slabs) are jemalloc's own for x86-64 (jemalloc_sc.rs); the figures come from the serving
+//! backend where it keeps them, and are zeros that stay consistent where it does not (no
+//! backend keeps jemalloc's per-bin counts: every bin is empty, and the whole heap is in
+//! `large.allocated`). What each name returns under each backend is in
+//! docs/introspection.md.
+use super::jemalloc_sc::{self as sc, PAGE};
+use super::{say_once, snapshot, Buf, Snapshot, Trouble};
 use crate::Backend;
 use core::ffi::{c_char, c_int, c_void, CStr};
-use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use libc::{EAGAIN, EFAULT, EINVAL, ENOENT, EPERM};
 
 /// `MALLCTL_ARENAS_ALL`: the arena index that means all arenas merged.
@@ -31,6 +41,16 @@ pub const ARENAS_DESTROYED: usize = 4097;
 pub const NARENAS: u32 = 1;
 /// jemalloc's CTL_MAX_DEPTH.
 const MAX_DEPTH: usize = 7;
+/// jemalloc's dss_prec_names.
+const DSS_NAMES: [&CStr; 3] = [c"disabled", c"primary", c"secondary"];
+/// The defaults of `arena.<i>.dirty_decay_ms`, `muzzy_decay_ms` and `oversize_threshold`.
+const DIRTY_DECAY_MS: isize = 10_000;
+const MUZZY_DECAY_MS: isize = 0;
+const OVERSIZE_THRESHOLD: usize = 8 << 20;
+/// opt.max_background_threads's default.
+const MAX_BACKGROUND_THREADS: usize = 4;
+/// The explicit thread caches `tcache.create` hands out (MALLOCX_TCACHE_MAX).
+const TCACHES_MAX: u32 = (1 << 12) - 3;
 
 /// A statistic of `stats.*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,64 +63,115 @@ enum Stat {
     Retained,
 }
 
-/// A per-arena page count of `stats.arenas.<i>.*`.
+/// A figure of `stats.arenas.<i>.*` (arena 0 and all arenas merged are the same arena).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pages {
-    Active,
-    Dirty,
-    Muzzy,
+enum Fig {
+    Pactive,
+    Pdirty,
+    Pmuzzy,
+    Mapped,
+    Retained,
+    Base,
+    Resident,
+    LargeAllocated,
+    Nthreads,
+    Uptime,
+    Dss,
+    DirtyDecayMs,
+    MuzzyDecayMs,
 }
 
-/// An `opt.*` or `config.*` setting (read-only).
+/// What a read-only leaf reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Setting {
-    OptAbort,
-    OptAbortConf,
-    OptBackgroundThread,
+enum Read {
+    /// The same under every backend.
+    Const(Value),
+    Version,
     OptDss,
-    OptJunk,
-    OptNarenas,
-    OptPercpuArena,
-    OptRetain,
-    OptStatsPrint,
-    OptTcache,
-    OptThp,
-    OptUtrace,
-    OptXmalloc,
-    OptZero,
-    ConfigDebug,
-    ConfigMallocConf,
-    ConfigProf,
-    ConfigStats,
+    Narenas,
+    Stat(Stat),
+    Arena(Fig),
+    /// `arenas.bin.<i>.*` (index mib[2]).
+    BinSize,
+    BinNregs,
+    BinSlabSize,
+    BinNshards,
+    /// `arenas.lextent.<i>.size`.
+    LextentSize,
+    /// `thread.allocatedp`, `thread.deallocatedp`: where the counter is kept.
+    CounterP,
 }
 
-/// What a leaf of the tree does.
+/// What a leaf does: a read-only value, or the ctl function of its own that ctl.c has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ctl {
-    Version,
+    Ro(Read),
+    /// Not in the build answered (its guard is false there: profiling, utrace, xmalloc,
+    /// UAF detection): ENOENT.
+    Absent,
     Epoch,
     BackgroundThread,
+    MaxBackgroundThreads,
+    ThreadArena,
     ThreadTcacheEnabled,
     ThreadTcacheFlush,
-    ThreadArena,
-    ArenaPurge,
+    ThreadPeakReset,
+    ThreadIdle,
+    TcacheCreate,
+    TcacheFlushOrDestroy,
+    ArenaInitialized,
     ArenaDecay,
-    ArenasNarenas,
-    ArenasPage,
-    ArenasQuantum,
+    ArenaPurge,
+    ArenaResetOrDestroy,
+    ArenaDss,
+    /// `arena.<i>.oversize_threshold`, `dirty_decay_ms`, `muzzy_decay_ms`.
+    ArenaSetting(Setting),
+    ArenaExtentHooks,
+    ArenaRetainGrowLimit,
+    /// `arenas.dirty_decay_ms` (true), `arenas.muzzy_decay_ms`.
+    ArenasDecayMs(bool),
     ArenasCreate,
-    Conf(Setting),
-    Stat(Stat),
-    ArenaPages(Pages),
+    ArenasLookup,
+    StatsMutexesReset,
+    HooksInstall,
+    HooksRemove,
+    /// `experimental.hooks.prof_backtrace` and `prof_dump`.
+    HooksProf,
+    HooksSafetyCheckAbort,
+    UtilizationQuery,
+    UtilizationBatchQuery,
+    PactiveP,
+    ArenasCreateExt,
+    BatchAlloc,
+    ActivityCallback,
 }
 
-/// Which index an indexed node takes.
-#[derive(Clone, Copy, Debug)]
+/// An arena's setting that the backend keeps at jemalloc's default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    OversizeThreshold,
+    DirtyDecayMs,
+    MuzzyDecayMs,
+}
+
+/// Which indices an indexed node takes (its index function in ctl.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Index {
-    /// `arena.<i>`: up to `narenas`, all, destroyed (jemalloc's arena_i_index).
+    /// `arena.<i>`: up to `narenas`, all, destroyed (arena_i_index).
     Arena,
-    /// `stats.arenas.<i>`: the arenas that exist, and all (stats_arenas_i_index).
+    /// `stats.arenas.<i>`, `experimental.arenas.<i>`: the arenas that exist, and all
+    /// (ctl_arenas_i_verify; the destroyed arenas' merged statistics exist once one was).
     StatsArena,
+    /// `arenas.bin.<i>`, `stats.arenas.<i>.bins.<j>`: up to SC_NBINS, that one included.
+    Bin,
+    /// `arenas.lextent.<i>`, `stats.arenas.<i>.lextents.<j>`: up to SC_NSIZES - SC_NBINS.
+    Lextent,
+    /// `stats.arenas.<i>.extents.<j>`: below SC_NPSIZES.
+    Extent,
+    /// `stats.arenas.<i>.hpa_shard.nonfull_slabs.<j>`: below PSSET_NPSIZES.
+    HpaNonfull,
+    /// `prof.stats.bins.<i>`, `prof.stats.lextents.<i>`: none without profiling.
+    Never,
 }
 
 impl Index {
@@ -108,6 +179,11 @@ impl Index {
         match self {
             Index::Arena => i <= NARENAS as usize || i == ARENAS_ALL || i == ARENAS_DESTROYED,
             Index::StatsArena => i < NARENAS as usize || i == ARENAS_ALL,
+            Index::Bin => i <= sc::NBINS,
+            Index::Lextent => i <= sc::NLEXTENTS,
+            Index::Extent => i < sc::NPSIZES,
+            Index::HpaNonfull => i < sc::PSSET_NPSIZES,
+            Index::Never => false,
         }
     }
 }
@@ -120,82 +196,423 @@ enum Node {
 
 use Ctl::*;
 use Node::{Indexed, Leaf, Named};
-use Setting::*;
 
-/// The names answered, in jemalloc's tree shape.
+const fn ro(r: Read) -> Node {
+    Leaf(Ro(r))
+}
+const fn bool_(v: bool) -> Node {
+    ro(Read::Const(Value::Bool(v)))
+}
+const fn u32_(v: u32) -> Node {
+    ro(Read::Const(Value::Unsigned(v)))
+}
+const fn u64_(v: u64) -> Node {
+    ro(Read::Const(Value::U64(v)))
+}
+const fn size(v: usize) -> Node {
+    ro(Read::Const(Value::Size(v)))
+}
+const fn ssize(v: isize) -> Node {
+    ro(Read::Const(Value::Ssize(v)))
+}
+const fn str_(v: &'static CStr) -> Node {
+    ro(Read::Const(Value::Str(v)))
+}
+const fn arena(f: Fig) -> Node {
+    ro(Read::Arena(f))
+}
+const ABSENT: Node = Leaf(Absent);
+
+/// The statistics of one mutex (MUTEX_PROF_DATA_NODE): none kept, all 0.
+const MUTEX: Node = Named(&[
+    ("num_ops", u64_(0)),
+    ("num_wait", u64_(0)),
+    ("num_spin_acq", u64_(0)),
+    ("num_owner_switch", u64_(0)),
+    ("total_wait_time", u64_(0)),
+    ("max_wait_time", u64_(0)),
+    ("max_num_thds", u32_(0)),
+]);
+
+/// HPA slab statistics (hpa_shard.full_slabs, .empty_slabs, .nonfull_slabs.<j>): no HPA.
+const HPA_SLABS: Node = Named(&[
+    ("npageslabs_nonhuge", size(0)),
+    ("npageslabs_huge", size(0)),
+    ("nactive_nonhuge", size(0)),
+    ("nactive_huge", size(0)),
+    ("ndirty_nonhuge", size(0)),
+    ("ndirty_huge", size(0)),
+]);
+
+/// The names answered: ctl.c's tree (its root_node and every node under it, in its order).
 static ROOT: Node = Named(&[
-    ("version", Leaf(Version)),
+    ("version", ro(Read::Version)),
     ("epoch", Leaf(Epoch)),
     ("background_thread", Leaf(BackgroundThread)),
+    ("max_background_threads", Leaf(MaxBackgroundThreads)),
     (
         "thread",
         Named(&[
-            ("tcache", Named(&[("enabled", Leaf(ThreadTcacheEnabled)), ("flush", Leaf(ThreadTcacheFlush))])),
             ("arena", Leaf(ThreadArena)),
+            ("allocated", u64_(0)),
+            ("allocatedp", ro(Read::CounterP)),
+            ("deallocated", u64_(0)),
+            ("deallocatedp", ro(Read::CounterP)),
+            ("tcache", Named(&[("enabled", Leaf(ThreadTcacheEnabled)), ("flush", Leaf(ThreadTcacheFlush))])),
+            ("peak", Named(&[("read", u64_(0)), ("reset", Leaf(ThreadPeakReset))])),
+            ("prof", Named(&[("name", ABSENT), ("active", ABSENT)])),
+            ("idle", Leaf(ThreadIdle)),
         ]),
     ),
     (
         "config",
         Named(&[
-            ("debug", Leaf(Conf(ConfigDebug))),
-            ("malloc_conf", Leaf(Conf(ConfigMallocConf))),
-            ("prof", Leaf(Conf(ConfigProf))),
-            ("stats", Leaf(Conf(ConfigStats))),
+            ("cache_oblivious", bool_(true)),
+            ("debug", bool_(false)),
+            ("fill", bool_(true)),
+            ("lazy_lock", bool_(false)),
+            ("malloc_conf", str_(c"")),
+            ("opt_safety_checks", bool_(false)),
+            ("prof", bool_(false)),
+            ("prof_libgcc", bool_(false)),
+            ("prof_libunwind", bool_(false)),
+            ("stats", bool_(true)),
+            ("utrace", bool_(false)),
+            ("xmalloc", bool_(false)),
         ]),
     ),
     (
         "opt",
         Named(&[
-            ("abort", Leaf(Conf(OptAbort))),
-            ("abort_conf", Leaf(Conf(OptAbortConf))),
-            ("background_thread", Leaf(Conf(OptBackgroundThread))),
-            ("dss", Leaf(Conf(OptDss))),
-            ("junk", Leaf(Conf(OptJunk))),
-            ("narenas", Leaf(Conf(OptNarenas))),
-            ("percpu_arena", Leaf(Conf(OptPercpuArena))),
-            ("retain", Leaf(Conf(OptRetain))),
-            ("stats_print", Leaf(Conf(OptStatsPrint))),
-            ("tcache", Leaf(Conf(OptTcache))),
-            ("thp", Leaf(Conf(OptThp))),
-            ("utrace", Leaf(Conf(OptUtrace))),
-            ("xmalloc", Leaf(Conf(OptXmalloc))),
-            ("zero", Leaf(Conf(OptZero))),
+            ("abort", bool_(false)),
+            ("abort_conf", bool_(false)),
+            ("cache_oblivious", bool_(true)),
+            ("trust_madvise", bool_(false)),
+            ("confirm_conf", bool_(false)),
+            ("hpa", bool_(false)),
+            ("hpa_slab_max_alloc", size(64 << 10)),
+            ("hpa_hugification_threshold", size(1_992_294)),
+            ("hpa_hugify_delay_ms", u64_(10_000)),
+            ("hpa_min_purge_interval_ms", u64_(5_000)),
+            // fxp_t, 16.16 fixed point: 0.25.
+            ("hpa_dirty_mult", u32_(1 << 14)),
+            ("hpa_sec_nshards", size(4)),
+            ("hpa_sec_max_alloc", size(32 << 10)),
+            ("hpa_sec_max_bytes", size(256 << 10)),
+            ("hpa_sec_bytes_after_flush", size(128 << 10)),
+            ("hpa_sec_batch_fill_extra", size(0)),
+            ("metadata_thp", str_(c"disabled")),
+            ("retain", bool_(true)),
+            ("dss", ro(Read::OptDss)),
+            ("narenas", ro(Read::Narenas)),
+            ("percpu_arena", str_(c"disabled")),
+            ("oversize_threshold", size(OVERSIZE_THRESHOLD)),
+            ("mutex_max_spin", ro(Read::Const(Value::I64(600)))),
+            ("background_thread", bool_(false)),
+            ("max_background_threads", size(MAX_BACKGROUND_THREADS)),
+            ("dirty_decay_ms", ssize(DIRTY_DECAY_MS)),
+            ("muzzy_decay_ms", ssize(MUZZY_DECAY_MS)),
+            ("stats_print", bool_(false)),
+            ("stats_print_opts", str_(c"")),
+            ("stats_interval", ro(Read::Const(Value::I64(-1)))),
+            ("stats_interval_opts", str_(c"")),
+            ("junk", str_(c"false")),
+            ("zero", bool_(false)),
+            ("utrace", ABSENT),
+            ("xmalloc", ABSENT),
+            ("experimental_infallible_new", bool_(false)),
+            ("tcache", bool_(true)),
+            ("tcache_max", size(sc::TCACHE_MAX)),
+            ("tcache_nslots_small_min", u32_(20)),
+            ("tcache_nslots_small_max", u32_(200)),
+            ("tcache_nslots_large", u32_(20)),
+            ("lg_tcache_nslots_mul", ssize(1)),
+            ("tcache_gc_incr_bytes", size(64 << 10)),
+            ("tcache_gc_delay_bytes", size(0)),
+            ("lg_tcache_flush_small_div", u32_(1)),
+            ("lg_tcache_flush_large_div", u32_(1)),
+            ("thp", str_(c"default")),
+            ("lg_extent_max_active_fit", size(6)),
+            ("prof", ABSENT),
+            ("prof_prefix", ABSENT),
+            ("prof_active", ABSENT),
+            ("prof_thread_active_init", ABSENT),
+            ("lg_prof_sample", ABSENT),
+            ("lg_prof_interval", ABSENT),
+            ("prof_gdump", ABSENT),
+            ("prof_final", ABSENT),
+            ("prof_leak", ABSENT),
+            ("prof_leak_error", ABSENT),
+            ("prof_accum", ABSENT),
+            ("prof_recent_alloc_max", ABSENT),
+            ("prof_stats", ABSENT),
+            ("prof_sys_thread_name", ABSENT),
+            ("prof_time_resolution", ABSENT),
+            ("lg_san_uaf_align", ABSENT),
+            ("zero_realloc", str_(c"free")),
         ]),
     ),
-    ("arena", Indexed(Index::Arena, &Named(&[("decay", Leaf(ArenaDecay)), ("purge", Leaf(ArenaPurge))]))),
+    (
+        "tcache",
+        Named(&[
+            ("create", Leaf(TcacheCreate)),
+            ("flush", Leaf(TcacheFlushOrDestroy)),
+            ("destroy", Leaf(TcacheFlushOrDestroy)),
+        ]),
+    ),
+    (
+        "arena",
+        Indexed(
+            Index::Arena,
+            &Named(&[
+                ("initialized", Leaf(ArenaInitialized)),
+                ("decay", Leaf(ArenaDecay)),
+                ("purge", Leaf(ArenaPurge)),
+                ("reset", Leaf(ArenaResetOrDestroy)),
+                ("destroy", Leaf(ArenaResetOrDestroy)),
+                ("dss", Leaf(ArenaDss)),
+                ("oversize_threshold", Leaf(ArenaSetting(Setting::OversizeThreshold))),
+                ("dirty_decay_ms", Leaf(ArenaSetting(Setting::DirtyDecayMs))),
+                ("muzzy_decay_ms", Leaf(ArenaSetting(Setting::MuzzyDecayMs))),
+                ("extent_hooks", Leaf(ArenaExtentHooks)),
+                ("retain_grow_limit", Leaf(ArenaRetainGrowLimit)),
+            ]),
+        ),
+    ),
     (
         "arenas",
         Named(&[
-            ("narenas", Leaf(ArenasNarenas)),
-            ("page", Leaf(ArenasPage)),
-            ("quantum", Leaf(ArenasQuantum)),
+            ("narenas", ro(Read::Narenas)),
+            ("dirty_decay_ms", Leaf(ArenasDecayMs(true))),
+            ("muzzy_decay_ms", Leaf(ArenasDecayMs(false))),
+            ("quantum", size(sc::QUANTUM)),
+            ("page", size(PAGE)),
+            ("tcache_max", size(sc::TCACHE_MAX)),
+            ("nbins", u32_(sc::NBINS as u32)),
+            ("nhbins", u32_(sc::NHBINS as u32)),
+            (
+                "bin",
+                Indexed(
+                    Index::Bin,
+                    &Named(&[
+                        ("size", ro(Read::BinSize)),
+                        ("nregs", ro(Read::BinNregs)),
+                        ("slab_size", ro(Read::BinSlabSize)),
+                        ("nshards", ro(Read::BinNshards)),
+                    ]),
+                ),
+            ),
+            ("nlextents", u32_(sc::NLEXTENTS as u32)),
+            ("lextent", Indexed(Index::Lextent, &Named(&[("size", ro(Read::LextentSize))]))),
             ("create", Leaf(ArenasCreate)),
+            ("lookup", Leaf(ArenasLookup)),
+        ]),
+    ),
+    (
+        "prof",
+        Named(&[
+            ("thread_active_init", ABSENT),
+            ("active", ABSENT),
+            ("dump", ABSENT),
+            ("gdump", ABSENT),
+            ("prefix", ABSENT),
+            ("reset", ABSENT),
+            ("interval", ABSENT),
+            ("lg_sample", ABSENT),
+            ("log_start", ABSENT),
+            ("log_stop", ABSENT),
+            (
+                "stats",
+                Named(&[
+                    ("bins", Indexed(Index::Never, &Named(&[("live", ABSENT), ("accum", ABSENT)]))),
+                    ("lextents", Indexed(Index::Never, &Named(&[("live", ABSENT), ("accum", ABSENT)]))),
+                ]),
+            ),
         ]),
     ),
     (
         "stats",
         Named(&[
-            ("allocated", Leaf(Stat(Stat::Allocated))),
-            ("active", Leaf(Stat(Stat::Active))),
-            ("metadata", Leaf(Stat(Stat::Metadata))),
-            ("resident", Leaf(Stat(Stat::Resident))),
-            ("mapped", Leaf(Stat(Stat::Mapped))),
-            ("retained", Leaf(Stat(Stat::Retained))),
+            ("allocated", ro(Read::Stat(Stat::Allocated))),
+            ("active", ro(Read::Stat(Stat::Active))),
+            ("metadata", ro(Read::Stat(Stat::Metadata))),
+            ("metadata_thp", size(0)),
+            ("resident", ro(Read::Stat(Stat::Resident))),
+            ("mapped", ro(Read::Stat(Stat::Mapped))),
+            ("retained", ro(Read::Stat(Stat::Retained))),
             (
-                "arenas",
-                Indexed(
-                    Index::StatsArena,
-                    &Named(&[
-                        ("pactive", Leaf(ArenaPages(Pages::Active))),
-                        ("pdirty", Leaf(ArenaPages(Pages::Dirty))),
-                        ("pmuzzy", Leaf(ArenaPages(Pages::Muzzy))),
-                    ]),
-                ),
+                "background_thread",
+                Named(&[("num_threads", size(0)), ("num_runs", u64_(0)), ("run_interval", u64_(0))]),
             ),
+            (
+                "mutexes",
+                Named(&[
+                    ("background_thread", MUTEX),
+                    ("max_per_bg_thd", MUTEX),
+                    ("ctl", MUTEX),
+                    ("prof", MUTEX),
+                    ("prof_thds_data", MUTEX),
+                    ("prof_dump", MUTEX),
+                    ("prof_recent_alloc", MUTEX),
+                    ("prof_recent_dump", MUTEX),
+                    ("prof_stats", MUTEX),
+                    ("reset", Leaf(StatsMutexesReset)),
+                ]),
+            ),
+            ("arenas", Indexed(Index::StatsArena, &STATS_ARENA)),
+            ("zero_reallocs", size(0)),
+        ]),
+    ),
+    (
+        "experimental",
+        Named(&[
+            (
+                "hooks",
+                Named(&[
+                    ("install", Leaf(HooksInstall)),
+                    ("remove", Leaf(HooksRemove)),
+                    ("prof_backtrace", Leaf(HooksProf)),
+                    ("prof_dump", Leaf(HooksProf)),
+                    ("safety_check_abort", Leaf(HooksSafetyCheckAbort)),
+                ]),
+            ),
+            (
+                "utilization",
+                Named(&[("query", Leaf(UtilizationQuery)), ("batch_query", Leaf(UtilizationBatchQuery))]),
+            ),
+            ("arenas", Indexed(Index::StatsArena, &Named(&[("pactivep", Leaf(PactiveP))]))),
+            ("arenas_create_ext", Leaf(ArenasCreateExt)),
+            ("prof_recent", Named(&[("alloc_max", ABSENT), ("alloc_dump", ABSENT)])),
+            ("batch_alloc", Leaf(BatchAlloc)),
+            ("thread", Named(&[("activity_callback", Leaf(ActivityCallback))])),
         ]),
     ),
 ]);
 
+/// `stats.arenas.<i>`.
+static STATS_ARENA: Node = Named(&[
+    ("nthreads", arena(Fig::Nthreads)),
+    ("uptime", arena(Fig::Uptime)),
+    ("dss", arena(Fig::Dss)),
+    ("dirty_decay_ms", arena(Fig::DirtyDecayMs)),
+    ("muzzy_decay_ms", arena(Fig::MuzzyDecayMs)),
+    ("pactive", arena(Fig::Pactive)),
+    ("pdirty", arena(Fig::Pdirty)),
+    ("pmuzzy", arena(Fig::Pmuzzy)),
+    ("mapped", arena(Fig::Mapped)),
+    ("retained", arena(Fig::Retained)),
+    ("extent_avail", size(0)),
+    ("dirty_npurge", u64_(0)),
+    ("dirty_nmadvise", u64_(0)),
+    ("dirty_purged", u64_(0)),
+    ("muzzy_npurge", u64_(0)),
+    ("muzzy_nmadvise", u64_(0)),
+    ("muzzy_purged", u64_(0)),
+    ("base", arena(Fig::Base)),
+    ("internal", size(0)),
+    ("metadata_thp", size(0)),
+    ("tcache_bytes", size(0)),
+    ("tcache_stashed_bytes", size(0)),
+    ("resident", arena(Fig::Resident)),
+    ("abandoned_vm", size(0)),
+    ("hpa_sec_bytes", size(0)),
+    (
+        "small",
+        Named(&[
+            ("allocated", size(0)),
+            ("nmalloc", u64_(0)),
+            ("ndalloc", u64_(0)),
+            ("nrequests", u64_(0)),
+            ("nfills", u64_(0)),
+            ("nflushes", u64_(0)),
+        ]),
+    ),
+    (
+        "large",
+        Named(&[
+            ("allocated", arena(Fig::LargeAllocated)),
+            ("nmalloc", u64_(0)),
+            ("ndalloc", u64_(0)),
+            ("nrequests", u64_(0)),
+            ("nfills", u64_(0)),
+            ("nflushes", u64_(0)),
+        ]),
+    ),
+    (
+        "bins",
+        Indexed(
+            Index::Bin,
+            &Named(&[
+                ("nmalloc", u64_(0)),
+                ("ndalloc", u64_(0)),
+                ("nrequests", u64_(0)),
+                ("curregs", size(0)),
+                ("nfills", u64_(0)),
+                ("nflushes", u64_(0)),
+                ("nslabs", u64_(0)),
+                ("nreslabs", u64_(0)),
+                ("curslabs", size(0)),
+                ("nonfull_slabs", size(0)),
+                ("mutex", MUTEX),
+            ]),
+        ),
+    ),
+    (
+        "lextents",
+        Indexed(
+            Index::Lextent,
+            &Named(&[
+                ("nmalloc", u64_(0)),
+                ("ndalloc", u64_(0)),
+                ("nrequests", u64_(0)),
+                ("curlextents", size(0)),
+            ]),
+        ),
+    ),
+    (
+        "extents",
+        Indexed(
+            Index::Extent,
+            &Named(&[
+                ("ndirty", size(0)),
+                ("nmuzzy", size(0)),
+                ("nretained", size(0)),
+                ("dirty_bytes", size(0)),
+                ("muzzy_bytes", size(0)),
+                ("retained_bytes", size(0)),
+            ]),
+        ),
+    ),
+    (
+        "mutexes",
+        Named(&[
+            ("large", MUTEX),
+            ("extent_avail", MUTEX),
+            ("extents_dirty", MUTEX),
+            ("extents_muzzy", MUTEX),
+            ("extents_retained", MUTEX),
+            ("decay_dirty", MUTEX),
+            ("decay_muzzy", MUTEX),
+            ("base", MUTEX),
+            ("tcache_list", MUTEX),
+            ("hpa_shard", MUTEX),
+            ("hpa_shard_grow", MUTEX),
+            ("hpa_sec", MUTEX),
+        ]),
+    ),
+    (
+        "hpa_shard",
+        Named(&[
+            ("full_slabs", HPA_SLABS),
+            ("empty_slabs", HPA_SLABS),
+            ("nonfull_slabs", Indexed(Index::HpaNonfull, &HPA_SLABS)),
+            ("npurge_passes", u64_(0)),
+            ("npurges", u64_(0)),
+            ("nhugifies", u64_(0)),
+            ("ndehugifies", u64_(0)),
+        ]),
+    ),
+]);
 /// jemalloc's malloc_strtoumax on one name element: leading blanks, a sign, decimal digits
 /// (none: 0); u64::MAX on overflow.
 fn strtoumax(s: &[u8]) -> u64 {
@@ -293,20 +710,34 @@ fn lookup_mib(mib: &[usize]) -> Result<Ctl, c_int> {
 /// A value read out, as jemalloc's C types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Value {
+    /// bool
     Bool(bool),
+    /// unsigned, uint32_t
     Unsigned(u32),
+    /// uint64_t
     U64(u64),
+    /// int64_t
+    I64(i64),
+    /// size_t
     Size(usize),
+    /// ssize_t
+    Ssize(isize),
+    /// const char *
     Str(&'static CStr),
+    /// a pointer
+    Ptr(usize),
+    /// two pointers (activity_callback_thunk_t)
+    Pair(usize, usize),
 }
 
 impl Value {
     /// The value's bytes and size.
-    fn bytes(self) -> ([u8; 8], usize) {
-        let mut b = [0u8; 8];
+    fn bytes(self) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        let mut put = |v: u64| b[..8].copy_from_slice(&v.to_ne_bytes());
         let n = match self {
             Value::Bool(v) => {
-                b[0] = v as u8;
+                put(v as u64);
                 1
             }
             Value::Unsigned(v) => {
@@ -314,16 +745,33 @@ impl Value {
                 4
             }
             Value::U64(v) => {
-                b.copy_from_slice(&v.to_ne_bytes());
+                put(v);
+                8
+            }
+            Value::I64(v) => {
+                put(v as u64);
                 8
             }
             Value::Size(v) => {
-                b.copy_from_slice(&(v as u64).to_ne_bytes());
-                core::mem::size_of::<usize>()
+                put(v as u64);
+                8
+            }
+            Value::Ssize(v) => {
+                put(v as u64);
+                8
             }
             Value::Str(s) => {
-                b.copy_from_slice(&(s.as_ptr() as usize as u64).to_ne_bytes());
-                core::mem::size_of::<*const c_char>()
+                put(s.as_ptr() as usize as u64);
+                8
+            }
+            Value::Ptr(p) => {
+                put(p as u64);
+                8
+            }
+            Value::Pair(a, c) => {
+                put(a as u64);
+                b[8..].copy_from_slice(&(c as u64).to_ne_bytes());
+                16
             }
         };
         (b, n)
@@ -339,6 +787,18 @@ struct Io {
 }
 
 impl Io {
+    /// Whether a read was asked for (`oldp` and `oldlenp` both given).
+    fn reads(&self) -> bool {
+        !self.oldp.is_null() && !self.oldlenp.is_null()
+    }
+    /// `*oldlenp`, 0 when NULL.
+    fn oldlen(&self) -> usize {
+        if self.oldlenp.is_null() {
+            0
+        } else {
+            unsafe { *self.oldlenp }
+        }
+    }
     /// READONLY()
     fn read_only(&self) -> Result<(), c_int> {
         if !self.newp.is_null() || self.newlen != 0 {
@@ -347,17 +807,22 @@ impl Io {
             Ok(())
         }
     }
-    /// NEITHER_READ_NOR_WRITE()
-    fn neither(&self) -> Result<(), c_int> {
-        if !self.oldp.is_null() || !self.oldlenp.is_null() || !self.newp.is_null() || self.newlen != 0 {
+    /// WRITEONLY()
+    fn write_only(&self) -> Result<(), c_int> {
+        if !self.oldp.is_null() || !self.oldlenp.is_null() {
             Err(EPERM)
         } else {
             Ok(())
         }
     }
+    /// NEITHER_READ_NOR_WRITE()
+    fn neither(&self) -> Result<(), c_int> {
+        self.write_only()?;
+        self.read_only()
+    }
     /// READ(v): nothing without both pointers; the wrong size copies what fits, EINVAL.
     unsafe fn read(&self, v: Value) -> Result<(), c_int> {
-        if self.oldp.is_null() || self.oldlenp.is_null() {
+        if !self.reads() {
             return Ok(());
         }
         let (bytes, n) = v.bytes();
@@ -374,7 +839,7 @@ impl Io {
     }
     /// VERIFY_READ(t): a read is required, of exactly `n` bytes.
     unsafe fn verify_read(&self, n: usize) -> Result<(), c_int> {
-        if self.oldp.is_null() || self.oldlenp.is_null() || unsafe { *self.oldlenp } != n {
+        if !self.reads() || self.oldlen() != n {
             if !self.oldlenp.is_null() {
                 unsafe { *self.oldlenp = 0 };
             }
@@ -394,6 +859,17 @@ impl Io {
         unsafe { core::ptr::copy_nonoverlapping(self.newp as *const u8, b.as_mut_ptr(), N) };
         Ok(Some(b))
     }
+    /// ASSURED_WRITE(v, t): a write is required, of exactly `N` bytes.
+    unsafe fn assured_write<const N: usize>(&self) -> Result<[u8; N], c_int> {
+        match unsafe { self.write::<N>() }? {
+            Some(b) => Ok(b),
+            None => Err(EINVAL),
+        }
+    }
+}
+
+fn usize_of(b: [u8; 8]) -> usize {
+    u64::from_ne_bytes(b) as usize
 }
 
 /// The statistics as of the last `epoch` write (jemalloc's ctl_refresh): each figure an
@@ -404,16 +880,37 @@ static FIGURES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// The backend the figures are of (`u8::MAX`: none yet).
 static FIGURES_OF: AtomicU8 = AtomicU8::new(u8::MAX);
+/// `experimental.arenas.0.pactivep` points here: the active pages as of the last refresh.
+static PACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// When the emulation first answered (CLOCK_MONOTONIC, ns): `stats.arenas.<i>.uptime`.
+static START_NS: AtomicU64 = AtomicU64::new(0);
+
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+/// A snapshot in jemalloc's order: allocated <= active <= resident <= mapped (each raised to
+/// the one before where a backend's own figures cross).
+fn ordered(s: Snapshot) -> Snapshot {
+    let active = s.active.max(s.allocated);
+    let resident = s.resident.max(active);
+    let mapped = s.mapped.max(resident);
+    Snapshot { active, resident, mapped, ..s }
+}
 
 /// The snapshot of `b` and its epoch; `refresh`: a new one first (an `epoch` write). The
 /// first use takes one, as jemalloc's ctl_init does.
 fn cached(b: Backend, refresh: bool) -> (Snapshot, u64) {
     if refresh || FIGURES_OF.load(Acquire) != b as u8 {
-        let s = snapshot(b);
+        let _ = START_NS.compare_exchange(0, monotonic_ns(), Relaxed, Relaxed);
+        let s = ordered(snapshot(b));
         let v = [s.allocated, s.active, s.metadata, s.resident, s.mapped, s.retained, s.dirty, s.muzzy];
         for (f, v) in FIGURES.iter().zip(v) {
             f.store(v, Relaxed);
         }
+        PACTIVE.store(s.active.div_ceil(PAGE), Relaxed);
         FIGURES_OF.store(b as u8, Release);
         EPOCH.fetch_add(1, Release);
     }
@@ -446,102 +943,166 @@ fn version(b: Backend) -> &'static CStr {
     }
 }
 
-/// An `opt.*`/`config.*` value under `b`, None where the setting means nothing there.
-fn setting(s: Setting, b: Backend) -> Option<Value> {
-    Some(match s {
-        OptAbort | OptAbortConf | OptBackgroundThread | OptStatsPrint | OptUtrace | OptXmalloc | OptZero => {
-            Value::Bool(false)
+/// `opt.dss` and every arena's `dss`: glibc's main arena grows with sbrk; the others map.
+fn dss(b: Backend) -> &'static CStr {
+    if b == Backend::Glibc {
+        c"primary"
+    } else {
+        c"disabled"
+    }
+}
+
+/// The thread counters `thread.allocatedp` and `thread.deallocatedp` point to: no backend
+/// counts a thread's bytes, so they stay 0 (writable memory, as jemalloc's are).
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+static DEALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// What `arena.<i>.extent_hooks` points to: an extent_hooks_t (nine function pointers) with
+/// none set, since no backend takes hooks.
+static EXTENT_HOOKS: [usize; 9] = [0; 9];
+
+/// Settings the backends honour trivially (nothing in them acts on their value), kept so
+/// that a read gives back what was written.
+static MAX_BG_THREADS: AtomicUsize = AtomicUsize::new(MAX_BACKGROUND_THREADS);
+static ARENAS_DIRTY_DECAY_MS: AtomicIsize = AtomicIsize::new(DIRTY_DECAY_MS);
+static ARENAS_MUZZY_DECAY_MS: AtomicIsize = AtomicIsize::new(MUZZY_DECAY_MS);
+static SAFETY_CHECK_ABORT: AtomicUsize = AtomicUsize::new(0);
+static ACTIVITY_CALLBACK: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+static NEXT_TCACHE: AtomicU64 = AtomicU64::new(0);
+
+/// A read-only leaf's value, None where the index has none (an arena that is not 0).
+fn ro_value(r: Read, mib: &[usize], b: Backend) -> Value {
+    let ix = |i: usize| mib.get(i).copied().unwrap_or(0);
+    match r {
+        Read::Const(v) => v,
+        Read::Version => Value::Str(version(b)),
+        Read::OptDss => Value::Str(dss(b)),
+        Read::Narenas => Value::Unsigned(NARENAS),
+        Read::Stat(s) => {
+            let (snap, _) = cached(b, false);
+            Value::Size(match s {
+                Stat::Allocated => snap.allocated,
+                Stat::Active => snap.active,
+                Stat::Metadata => snap.metadata,
+                Stat::Resident => snap.resident,
+                Stat::Mapped => snap.mapped,
+                Stat::Retained => snap.retained,
+            })
         }
-        // Every backend keeps per-thread caches of free blocks.
-        OptTcache => Value::Bool(true),
-        // Address space kept when the memory goes back: tcmalloc's unmapped page heap.
-        OptRetain => Value::Bool(b == Backend::Tcmalloc),
-        // glibc's main arena grows with sbrk; the others map.
-        OptDss => Value::Str(if b == Backend::Glibc { c"primary" } else { c"disabled" }),
-        OptJunk => Value::Str(c"false"),
-        OptPercpuArena => Value::Str(c"disabled"),
-        OptThp => Value::Str(c"default"),
-        OptNarenas => Value::Unsigned(NARENAS),
-        ConfigDebug | ConfigProf => Value::Bool(false),
-        ConfigStats => Value::Bool(true),
-        ConfigMallocConf => Value::Str(c""),
-    })
+        Read::Arena(f) => {
+            let (snap, _) = cached(b, false);
+            let merged = ix(2) == ARENAS_ALL;
+            match f {
+                Fig::Pactive => Value::Size(snap.active.div_ceil(PAGE)),
+                Fig::Pdirty => Value::Size(snap.dirty / PAGE),
+                Fig::Pmuzzy => Value::Size(snap.muzzy / PAGE),
+                Fig::Mapped => Value::Size(snap.mapped),
+                Fig::Retained => Value::Size(snap.retained),
+                Fig::Base => Value::Size(snap.metadata),
+                Fig::Resident => Value::Size(snap.resident),
+                Fig::LargeAllocated => Value::Size(snap.allocated),
+                Fig::Nthreads => Value::Unsigned(1),
+                Fig::Uptime => Value::U64(monotonic_ns().saturating_sub(START_NS.load(Relaxed))),
+                // The merged arenas have no dss and no decay of their own (jemalloc: "N/A", -1).
+                Fig::Dss => Value::Str(if merged { c"N/A" } else { dss(b) }),
+                Fig::DirtyDecayMs => Value::Ssize(if merged { -1 } else { DIRTY_DECAY_MS }),
+                Fig::MuzzyDecayMs => Value::Ssize(if merged { -1 } else { MUZZY_DECAY_MS }),
+            }
+        }
+        Read::BinSize => Value::Size(sc::bin(ix(2)).0),
+        Read::BinNregs => Value::Unsigned(sc::bin(ix(2)).1),
+        Read::BinSlabSize => Value::Size(sc::bin(ix(2)).2),
+        Read::BinNshards => Value::Unsigned((ix(2) < sc::NBINS) as u32),
+        Read::LextentSize => Value::Size(sc::lextent(ix(2))),
+        Read::CounterP => {
+            let counter = if mib.get(1) == Some(&2) { &ALLOCATED } else { &DEALLOCATED };
+            Value::Ptr(counter.as_ptr() as usize)
+        }
+    }
+}
+
+/// Whether arena `i` is one `arena_get` finds: arena 0, the only one.
+fn arena_exists(i: usize) -> bool {
+    i < NARENAS as usize
+}
+
+/// An arena setting's value now (jemalloc's default: the backend keeps it).
+fn setting(s: Setting) -> Value {
+    match s {
+        Setting::OversizeThreshold => Value::Size(OVERSIZE_THRESHOLD),
+        Setting::DirtyDecayMs => Value::Ssize(DIRTY_DECAY_MS),
+        Setting::MuzzyDecayMs => Value::Ssize(MUZZY_DECAY_MS),
+    }
+}
+
+/// A new value for a setting the backend keeps as it is: the same value is taken, another
+/// is an operation that failed (EFAULT, said once).
+fn only_same(now: &[u8], new: &[u8], name: Option<&[u8]>, mib: &[usize], b: Backend) -> Result<(), c_int> {
+    if now == new {
+        Ok(())
+    } else {
+        say(name, mib, Trouble::CannotHonour, b);
+        Err(EFAULT)
+    }
+}
+
+/// [`say_once`] about the name called (`mallctl`), or the one its MIB stands for
+/// (`mallctlbymib`, spelled out only then).
+fn say(name: Option<&[u8]>, mib: &[usize], trouble: Trouble, b: Backend) {
+    match name {
+        Some(n) => {
+            say_once("mallctl", n, trouble, b);
+        }
+        None => {
+            say_once("mallctlbymib", mib_name(mib).as_bytes(), trouble, b);
+        }
+    }
 }
 
 /// Runs leaf `ctl` reached by `mib`.
-unsafe fn run(b: Backend, ctl: Ctl, mib: &[usize], io: &Io, name: &[u8]) -> Result<(), c_int> {
+unsafe fn run(b: Backend, ctl: Ctl, mib: &[usize], io: &Io, name: Option<&[u8]>) -> Result<(), c_int> {
+    let arena_ind = mib.get(1).copied().unwrap_or(0);
     unsafe {
         match ctl {
-            Version => {
+            Ro(r) => {
                 io.read_only()?;
-                io.read(Value::Str(version(b)))
+                io.read(ro_value(r, mib, b))
+            }
+            Absent => {
+                say(name, mib, Trouble::UnknownName, b);
+                Err(ENOENT)
             }
             Epoch => {
                 let new = io.write::<8>()?;
                 let (_, epoch) = cached(b, new.is_some());
                 io.read(Value::U64(epoch))
             }
-            Stat(s) => {
-                io.read_only()?;
-                let (snap, _) = cached(b, false);
-                io.read(Value::Size(match s {
-                    Stat::Allocated => snap.allocated,
-                    Stat::Active => snap.active,
-                    Stat::Metadata => snap.metadata,
-                    Stat::Resident => snap.resident,
-                    Stat::Mapped => snap.mapped,
-                    Stat::Retained => snap.retained,
-                }))
-            }
-            ArenaPages(p) => {
-                io.read_only()?;
-                let (snap, _) = cached(b, false);
-                let page = page_size();
-                io.read(Value::Size(match p {
-                    Pages::Active => snap.active.div_ceil(page),
-                    Pages::Dirty => snap.dirty / page,
-                    Pages::Muzzy => snap.muzzy / page,
-                }))
-            }
-            ArenasNarenas => {
-                io.read_only()?;
-                io.read(Value::Unsigned(NARENAS))
-            }
-            ArenasPage => {
-                io.read_only()?;
-                io.read(Value::Size(page_size()))
-            }
-            ArenasQuantum => {
-                io.read_only()?;
-                io.read(Value::Size(16))
-            }
-            ArenasCreate => {
-                io.verify_read(4)?;
-                say_once("mallctl", name, Trouble::CannotHonour, b);
-                Err(EAGAIN)
-            }
-            Conf(s) => {
-                io.read_only()?;
-                match setting(s, b) {
-                    Some(v) => io.read(v),
-                    None => Err(ENOENT),
+            BackgroundThread | ThreadTcacheEnabled => {
+                // background_thread is off and cannot be turned on; the thread cache is on
+                // and cannot be turned off.
+                let now = ctl == ThreadTcacheEnabled;
+                let new = io.write::<1>()?.map(|v| v[0] != 0);
+                io.read(Value::Bool(now))?;
+                match new {
+                    Some(v) if v != now => {
+                        say(name, mib, Trouble::CannotHonour, b);
+                        Err(EFAULT)
+                    }
+                    _ => Ok(()),
                 }
             }
-            ThreadTcacheFlush => {
-                io.neither()?;
-                super::flush_thread_cache(b);
-                Ok(())
-            }
-            ArenaPurge | ArenaDecay => {
-                io.neither()?;
-                let arena = mib.get(1).copied().unwrap_or(0);
-                if arena > u32::MAX as usize {
-                    return Err(EFAULT);
+            MaxBackgroundThreads => {
+                let new = io.write::<8>()?.map(usize_of);
+                io.read(Value::Size(MAX_BG_THREADS.load(Relaxed)))?;
+                match new {
+                    Some(n) if n > MAX_BACKGROUND_THREADS => Err(EINVAL),
+                    // No background thread runs: any limit holds.
+                    Some(n) => {
+                        MAX_BG_THREADS.store(n, Relaxed);
+                        Ok(())
+                    }
+                    None => Ok(()),
                 }
-                if arena != ARENAS_DESTROYED {
-                    super::purge(b);
-                }
-                Ok(())
             }
             ThreadArena => {
                 let new = io.write::<4>()?.map(u32::from_ne_bytes);
@@ -552,19 +1113,232 @@ unsafe fn run(b: Backend, ctl: Ctl, mib: &[usize], io: &Io, name: &[u8]) -> Resu
                     _ => Ok(()),
                 }
             }
-            BackgroundThread | ThreadTcacheEnabled => {
-                // background_thread is off and cannot be turned on; the thread cache is on
-                // and cannot be turned off.
-                let now = ctl == ThreadTcacheEnabled;
-                let new = io.write::<1>()?.map(|v| v[0] != 0);
-                io.read(Value::Bool(now))?;
-                match new {
-                    Some(v) if v != now => {
-                        say_once("mallctl", name, Trouble::CannotHonour, b);
-                        Err(EFAULT)
-                    }
-                    _ => Ok(()),
+            ThreadTcacheFlush | ThreadIdle => {
+                io.neither()?;
+                super::flush_thread_cache(b);
+                Ok(())
+            }
+            ThreadPeakReset => io.neither(),
+            TcacheCreate => {
+                io.read_only()?;
+                io.verify_read(4)?;
+                // A thread cache named by MALLOCX_TCACHE(i) in mallocx's flags: the backend
+                // serves those calls as any other, so any index is honoured.
+                let i = NEXT_TCACHE.fetch_add(1, Relaxed);
+                if i >= TCACHES_MAX as u64 {
+                    say(name, mib, Trouble::CannotHonour, b);
+                    return Err(EFAULT);
                 }
+                io.read(Value::Unsigned(i as u32))
+            }
+            TcacheFlushOrDestroy => {
+                io.write_only()?;
+                io.assured_write::<4>()?;
+                Ok(())
+            }
+            ArenaInitialized => {
+                io.read_only()?;
+                // Arena 0, `narenas` (all of them, deprecated) and all; not the destroyed.
+                io.read(Value::Bool(arena_ind != ARENAS_DESTROYED))
+            }
+            ArenaDecay | ArenaPurge => {
+                io.neither()?;
+                if arena_ind != ARENAS_DESTROYED {
+                    super::purge(b);
+                }
+                Ok(())
+            }
+            ArenaResetOrDestroy => {
+                io.neither()?;
+                // jemalloc's answer for an automatic arena, which arena 0 is.
+                Err(EFAULT)
+            }
+            ArenaDss => {
+                let new = io.write::<8>()?.map(usize_of).filter(|&p| p != 0);
+                let new = match new {
+                    Some(p) => {
+                        let s = CStr::from_ptr(p as *const c_char);
+                        match DSS_NAMES.iter().find(|n| n.to_bytes() == s.to_bytes()) {
+                            Some(n) => Some(*n),
+                            None => return Err(EINVAL),
+                        }
+                    }
+                    None => None,
+                };
+                if !(arena_exists(arena_ind) || arena_ind == ARENAS_ALL || arena_ind == NARENAS as usize) {
+                    return Err(EFAULT);
+                }
+                if let Some(n) = new {
+                    only_same(dss(b).to_bytes(), n.to_bytes(), name, mib, b)?;
+                }
+                io.read(Value::Str(dss(b)))
+            }
+            ArenaSetting(s) => {
+                if !arena_exists(arena_ind) {
+                    return Err(EFAULT);
+                }
+                let now = setting(s);
+                if io.reads() {
+                    io.read(now)?;
+                }
+                if let Some(new) = io.write::<8>()? {
+                    only_same(&now.bytes().0[..8], &new, name, mib, b)?;
+                }
+                Ok(())
+            }
+            ArenaExtentHooks => {
+                if !arena_exists(arena_ind) {
+                    return Err(EFAULT);
+                }
+                let now = EXTENT_HOOKS.as_ptr() as usize;
+                if let Some(new) = io.write::<8>()? {
+                    only_same(&now.to_ne_bytes(), &new, name, mib, b)?;
+                }
+                io.read(Value::Ptr(now))
+            }
+            ArenaRetainGrowLimit => {
+                if !arena_exists(arena_ind) {
+                    return Err(EFAULT);
+                }
+                let now = sc::largest_psize();
+                if let Some(new) = io.write::<8>()? {
+                    only_same(&now.to_ne_bytes(), &new, name, mib, b)?;
+                }
+                io.read(Value::Size(now))
+            }
+            ArenasDecayMs(dirty) => {
+                let v = if dirty { &ARENAS_DIRTY_DECAY_MS } else { &ARENAS_MUZZY_DECAY_MS };
+                if io.reads() {
+                    io.read(Value::Ssize(v.load(Relaxed)))?;
+                }
+                // The default of arenas created later: none are, so any valid one holds.
+                if let Some(new) = io.write::<8>()? {
+                    let ms = isize::from_ne_bytes(new);
+                    if ms < -1 {
+                        return Err(EFAULT);
+                    }
+                    v.store(ms, Relaxed);
+                }
+                Ok(())
+            }
+            ArenasCreate | ArenasCreateExt => {
+                io.verify_read(4)?;
+                // extent_hooks_t * for arenas.create, arena_config_t for the other.
+                if ctl == ArenasCreate {
+                    io.write::<8>()?;
+                } else {
+                    io.write::<16>()?;
+                }
+                say(name, mib, Trouble::CannotHonour, b);
+                Err(EAGAIN)
+            }
+            ArenasLookup => {
+                // Every block the program holds is in the one arena.
+                match io.write::<8>()?.map(usize_of) {
+                    Some(p) if p != 0 => io.read(Value::Unsigned(0)),
+                    _ => Err(EINVAL),
+                }
+            }
+            StatsMutexesReset => Ok(()),
+            HooksInstall => {
+                if !io.reads() || io.newp.is_null() {
+                    return Err(EINVAL);
+                }
+                // hooks_t: three hook pointers and their argument.
+                io.write::<32>()?;
+                say(name, mib, Trouble::CannotHonour, b);
+                Err(EAGAIN)
+            }
+            HooksRemove => {
+                io.write_only()?;
+                match io.write::<8>()?.map(usize_of) {
+                    Some(h) if h != 0 => Ok(()),
+                    _ => Err(EINVAL),
+                }
+            }
+            HooksProf => {
+                if io.oldp.is_null() && io.newp.is_null() {
+                    return Err(EINVAL);
+                }
+                if !io.oldp.is_null() {
+                    io.read(Value::Ptr(0))?;
+                }
+                if !io.newp.is_null() {
+                    // Without profiling (opt.prof off) a hook cannot be set.
+                    return Err(ENOENT);
+                }
+                Ok(())
+            }
+            HooksSafetyCheckAbort => {
+                io.write_only()?;
+                if let Some(h) = io.write::<8>()? {
+                    // Called when a safety check fails: the backends run none of jemalloc's.
+                    SAFETY_CHECK_ABORT.store(usize_of(h), Relaxed);
+                }
+                Ok(())
+            }
+            UtilizationQuery => {
+                const OUT: usize = 6 * 8;
+                if !io.reads() || io.oldlen() != OUT || io.newp.is_null() {
+                    return Err(EINVAL);
+                }
+                io.write::<8>()?;
+                // As jemalloc answers for a large block: no slab to move it to, no free
+                // region, one region; the extent's size unknown (0).
+                let out = [0usize, 0, 1, 0, 0, 0];
+                core::ptr::copy_nonoverlapping(out.as_ptr() as *const u8, io.oldp as *mut u8, OUT);
+                Ok(())
+            }
+            UtilizationBatchQuery => {
+                let n = io.newlen / 8;
+                if !io.reads()
+                    || io.newp.is_null()
+                    || io.newlen == 0
+                    || io.newlen != n * 8
+                    || io.oldlen() != n * 24
+                {
+                    return Err(EINVAL);
+                }
+                let out = io.oldp as *mut usize;
+                for i in 0..n {
+                    // Each: no free region, one region, size unknown (as query).
+                    out.add(3 * i).write_unaligned(0);
+                    out.add(3 * i + 1).write_unaligned(1);
+                    out.add(3 * i + 2).write_unaligned(0);
+                }
+                Ok(())
+            }
+            PactiveP => {
+                if !io.reads() || io.oldlen() != 8 {
+                    return Err(EINVAL);
+                }
+                io.read_only()?;
+                let i = mib.get(2).copied().unwrap_or(0);
+                if !arena_exists(i) {
+                    return Err(EFAULT);
+                }
+                cached(b, false);
+                io.read(Value::Ptr(PACTIVE.as_ptr() as usize))
+            }
+            BatchAlloc => {
+                io.verify_read(8)?;
+                // batch_alloc_packet_t: ptrs, num, size, flags.
+                io.assured_write::<32>()?;
+                // None filled: the blocks would reach the program unrecorded. jemalloc's
+                // batch_alloc may fill fewer than asked, down to none.
+                say(name, mib, Trouble::CannotHonour, b);
+                io.read(Value::Size(0))
+            }
+            ActivityCallback => {
+                let now = Value::Pair(ACTIVITY_CALLBACK[0].load(Relaxed), ACTIVITY_CALLBACK[1].load(Relaxed));
+                io.read(now)?;
+                if let Some(new) = io.write::<16>()? {
+                    // Called by jemalloc as a thread allocates: the backends never call it.
+                    let (f, a) = new.split_at(8);
+                    ACTIVITY_CALLBACK[0].store(usize_of(f.try_into().unwrap_or([0; 8])), Relaxed);
+                    ACTIVITY_CALLBACK[1].store(usize_of(a.try_into().unwrap_or([0; 8])), Relaxed);
+                }
+                Ok(())
             }
         }
     }
@@ -606,7 +1380,7 @@ pub unsafe fn mallctl(
         }
     };
     let io = Io { oldp, oldlenp, newp, newlen };
-    match unsafe { run(b, ctl, &mib[..depth], &io, name) } {
+    match unsafe { run(b, ctl, &mib[..depth], &io, Some(name)) } {
         Ok(()) => 0,
         Err(e) => e,
     }
@@ -660,10 +1434,42 @@ pub unsafe fn bymib(
         Err(e) => return e,
     };
     let io = Io { oldp, oldlenp, newp, newlen };
-    match unsafe { run(b, ctl, mib, &io, b"(by MIB)") } {
+    match unsafe { run(b, ctl, mib, &io, None) } {
         Ok(()) => 0,
         Err(e) => e,
     }
+}
+
+/// Redis' and Valkey's jemalloc extension `get_defrag_hint(ptr)` (`je_get_defrag_hint` in
+/// their build): whether active defragmentation should move the block. The serving backend
+/// has no slabs to compare: 0, keep it where it is.
+pub fn defrag_hint(_b: Backend, _ptr: *mut c_void) -> c_int {
+    0
+}
+
+/// The name a MIB stands for (for the shim's one line about it), as far as the tree goes.
+fn mib_name(mib: &[usize]) -> Buf<160> {
+    use core::fmt::Write;
+    let mut out = Buf::new();
+    let mut node = &ROOT;
+    for (i, &m) in mib.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "." };
+        node = match node {
+            Named(children) => match children.get(m) {
+                Some((n, child)) => {
+                    let _ = write!(out, "{sep}{n}");
+                    child
+                }
+                None => break,
+            },
+            Indexed(_, child) => {
+                let _ = write!(out, "{sep}{m}");
+                child
+            }
+            Leaf(_) => break,
+        };
+    }
+    out
 }
 
 /// `malloc_stats_print`'s write callback.
@@ -680,7 +1486,7 @@ pub unsafe fn stats_print(b: Backend, write_cb: WriteCb, cbopaque: *mut c_void, 
     let json = unsafe { c_bytes(opts) }.is_some_and(|o| o.contains(&b'J'));
     let (s, _) = cached(b, true);
     let ver = version(b).to_str().unwrap_or("");
-    let page = page_size();
+    let page = PAGE;
     let mut line = Buf::<512>::new();
     let emit = |line: &mut Buf<512>| {
         match write_cb {
@@ -907,7 +1713,7 @@ mod tests {
     #[test]
     fn statistics_follow_the_epoch() {
         let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let page = page_size();
+        let page = PAGE;
         for b in [Backend::Glibc, Backend::Mimalloc, Backend::Snmalloc, Backend::Rpmalloc] {
             let read = |name: &CStr| {
                 let mut v = 0usize;
@@ -1062,5 +1868,285 @@ mod tests {
         assert_eq!(strtoumax(b""), 0);
         assert_eq!(strtoumax(b"x"), 0);
         assert_eq!(strtoumax(b"99999999999999999999999"), u64::MAX);
+    }
+
+    /// ctl.c's leaves (jemalloc-5.3.0-ctl.txt): name pattern, MIB pattern, guard.
+    fn ctl_c_leaves() -> Vec<(String, String, String)> {
+        include_str!("jemalloc-5.3.0-ctl.txt")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                assert_eq!(f.len(), 3, "{l}");
+                (f[0].to_string(), f[1].to_string(), f[2].to_string())
+            })
+            .collect()
+    }
+
+    /// Whether a guard of ctl.c holds in the build emulated (jemalloc's defaults: statistics,
+    /// fill, C++ and background threads on, retain on Linux; profiling, utrace, xmalloc and
+    /// UAF detection off).
+    fn holds(guard: &str) -> bool {
+        guard.split("&&").map(str::trim).all(|g| match g {
+            "-"
+            | "config_stats"
+            | "config_fill"
+            | "config_enable_cxx"
+            | "have_background_thread"
+            | "opt_retain" => true,
+            "config_prof"
+            | "opt_prof"
+            | "opt_prof_stats"
+            | "config_utrace"
+            | "config_xmalloc"
+            | "config_uaf_detection" => false,
+            other => panic!("a guard the test does not know: {other}"),
+        })
+    }
+
+    /// Counts the leaves under `node`.
+    fn leaves(node: &Node) -> usize {
+        match node {
+            Named(c) => c.iter().map(|(_, n)| leaves(n)).sum(),
+            Indexed(_, n) => leaves(n),
+            Leaf(_) => 1,
+        }
+    }
+
+    #[test]
+    fn the_tree_is_ctl_cs() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let all = ctl_c_leaves();
+        assert!(all.len() > 390, "{} leaves", all.len());
+        assert_eq!(leaves(&ROOT), all.len(), "the emulation's tree has other leaves than ctl.c's");
+        for (pattern, mib_pattern, guard) in &all {
+            // Each index at the first value its node takes (arena 0, bin 0, ...).
+            let expand = |p: &str| {
+                p.split('.').map(|e| if e.starts_with('{') { "0" } else { e }).collect::<Vec<_>>().join(".")
+            };
+            let name = std::ffi::CString::new(expand(pattern)).unwrap();
+            let want: Vec<usize> = expand(mib_pattern).split('.').map(|e| e.parse().unwrap()).collect();
+            let mut mib = [0usize; 8];
+            let mut n = 7usize;
+            let rc = unsafe { nametomib(B, name.as_ptr(), mib.as_mut_ptr(), &mut n) };
+            if pattern.starts_with("prof.stats.") {
+                // Its index function refuses every index without profiling.
+                assert_eq!(rc, ENOENT, "{pattern}");
+                continue;
+            }
+            assert_eq!((rc, &mib[..n]), (0, &want[..]), "{pattern}: the MIB is not ctl.c's");
+            // A read of 64 bytes: ENOENT exactly where the guard is false in the build.
+            let mut buf = [0u8; 64];
+            let mut len = buf.len();
+            let rc = unsafe {
+                mallctl(B, name.as_ptr(), buf.as_mut_ptr() as *mut c_void, &mut len, null_mut(), 0)
+            };
+            assert_eq!(rc == ENOENT, !holds(guard), "{pattern} (guard {guard}): {rc}");
+        }
+    }
+
+    #[test]
+    fn size_classes_are_the_real_jemallocs() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // The shim's own jemalloc (5.3, the same classes on x86-64 with 4 KiB pages).
+        let mut names: Vec<String> = [
+            "arenas.nbins",
+            "arenas.nlextents",
+            "arenas.nhbins",
+            "arenas.quantum",
+            "arenas.page",
+            "arenas.tcache_max",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for i in 0..sc::NBINS {
+            for f in ["size", "nregs", "slab_size", "nshards"] {
+                names.push(format!("arenas.bin.{i}.{f}"));
+            }
+        }
+        for i in 0..sc::NLEXTENTS {
+            names.push(format!("arenas.lextent.{i}.size"));
+        }
+        for n in names {
+            let c = std::ffi::CString::new(n.as_str()).unwrap();
+            let (mut a, mut b) = ([0u8; 8], [0u8; 8]);
+            let (mut la, mut lb) = (8usize, 8usize);
+            // The size first (a read of 8 bytes of a 4-byte value is EINVAL, 4 copied).
+            let ra = unsafe { mallctl(B, c.as_ptr(), a.as_mut_ptr() as *mut c_void, &mut la, null_mut(), 0) };
+            let rb =
+                unsafe { je::mallctl(c.as_ptr(), b.as_mut_ptr() as *mut c_void, &mut lb, null_mut(), 0) };
+            assert_eq!((ra, la, a), (rb, lb, b), "{n}");
+        }
+    }
+
+    #[test]
+    fn bins_stay_consistent() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        for b in [Backend::Glibc, Backend::Mimalloc, Backend::Snmalloc, Backend::Rpmalloc, Backend::Tcmalloc]
+        {
+            let get = |name: &str, size: usize| {
+                let c = std::ffi::CString::new(name).unwrap();
+                let mut v = [0u8; 8];
+                let mut l = size;
+                let rc =
+                    unsafe { mallctl(b, c.as_ptr(), v.as_mut_ptr() as *mut c_void, &mut l, null_mut(), 0) };
+                assert_eq!((rc, l), (0, size), "{name} on {b:?}");
+                u64::from_ne_bytes(v)
+            };
+            let mut e = [1u8; 8];
+            let mut l = 8;
+            let ep = e.as_mut_ptr() as *mut c_void;
+            assert_eq!(unsafe { mallctl(b, c"epoch".as_ptr(), ep, &mut l, ep, 8) }, 0);
+            let (al, ac, re, ma) = (
+                get("stats.allocated", 8),
+                get("stats.active", 8),
+                get("stats.resident", 8),
+                get("stats.mapped", 8),
+            );
+            assert!(al <= ac && ac <= re && re <= ma, "{b:?}: {al} {ac} {re} {ma}");
+            for arena in [0, ARENAS_ALL] {
+                let mut small = 0;
+                for j in 0..sc::NBINS {
+                    let nregs = get(&format!("arenas.bin.{j}.nregs"), 4);
+                    let curregs = get(&format!("stats.arenas.{arena}.bins.{j}.curregs"), 8);
+                    let curslabs = get(&format!("stats.arenas.{arena}.bins.{j}.curslabs"), 8);
+                    assert!(curregs <= nregs * curslabs, "{b:?} bin {j}");
+                    small += curregs * get(&format!("arenas.bin.{j}.size"), 8);
+                }
+                assert_eq!(small, get(&format!("stats.arenas.{arena}.small.allocated"), 8));
+                let large = get(&format!("stats.arenas.{arena}.large.allocated"), 8);
+                assert_eq!(small + large, al, "{b:?}: small + large is not stats.allocated");
+            }
+        }
+    }
+
+    #[test]
+    fn no_profiling_as_the_shims_jemalloc() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // The shim's jemalloc is built without profiling: the names ctl.c guards with
+        // config_prof are ENOENT in both, and found by mallctlnametomib in both.
+        for (pattern, _, guard) in ctl_c_leaves().iter().filter(|(_, _, g)| g.contains("config_prof")) {
+            let name = std::ffi::CString::new(
+                pattern.replace("{prof_stats_bins_i}", "0").replace("{prof_stats_lextents_i}", "0"),
+            )
+            .unwrap();
+            let mut buf = [0u8; 64];
+            let mut len = 64;
+            let e = unsafe {
+                mallctl(B, name.as_ptr(), buf.as_mut_ptr() as *mut c_void, &mut len, null_mut(), 0)
+            };
+            let mut len = 64;
+            let r = unsafe {
+                je::mallctl(name.as_ptr(), buf.as_mut_ptr() as *mut c_void, &mut len, null_mut(), 0)
+            };
+            assert_eq!((e, r), (ENOENT, ENOENT), "{pattern} ({guard})");
+            let (mut m1, mut m2) = ([0usize; 8], [0usize; 8]);
+            let (mut n1, mut n2) = (7usize, 7usize);
+            let e = unsafe { nametomib(B, name.as_ptr(), m1.as_mut_ptr(), &mut n1) };
+            let r = unsafe { je::mallctlnametomib(name.as_ptr(), m2.as_mut_ptr(), &mut n2) };
+            assert_eq!(e, r, "{pattern}: mallctlnametomib");
+        }
+    }
+
+    #[test]
+    fn settings_take_their_value_and_refuse_others() {
+        let _serial = crate::emulate::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        unsafe {
+            let mut v = 0isize;
+            let mut l = 8;
+            let vp = &mut v as *mut isize as *mut c_void;
+            assert_eq!(mallctl(B, c"arena.0.dirty_decay_ms".as_ptr(), vp, &mut l, null_mut(), 0), 0);
+            assert_eq!(v, DIRTY_DECAY_MS);
+            assert_eq!(mallctl(B, c"arena.0.dirty_decay_ms".as_ptr(), null_mut(), null_mut(), vp, 8), 0);
+            let other = 5isize;
+            let op = &other as *const isize as *mut c_void;
+            assert_eq!(mallctl(B, c"arena.0.dirty_decay_ms".as_ptr(), null_mut(), null_mut(), op, 8), EFAULT);
+            assert_eq!(mallctl(B, c"arena.4096.dirty_decay_ms".as_ptr(), vp, &mut l, null_mut(), 0), EFAULT);
+            // arenas.*_decay_ms: the default of arenas made later, none are: kept.
+            assert_eq!(mallctl(B, c"arenas.muzzy_decay_ms".as_ptr(), null_mut(), null_mut(), op, 8), 0);
+            assert_eq!(mallctl(B, c"arenas.muzzy_decay_ms".as_ptr(), vp, &mut l, null_mut(), 0), 0);
+            assert_eq!(v, 5);
+            let zero = 0isize;
+            mallctl(
+                B,
+                c"arenas.muzzy_decay_ms".as_ptr(),
+                null_mut(),
+                null_mut(),
+                &zero as *const _ as *mut c_void,
+                8,
+            );
+            // dss: a name jemalloc does not know is EINVAL, another than the backend's EFAULT.
+            let bogus = c"nonsense".as_ptr();
+            let bp = &bogus as *const _ as *mut c_void;
+            assert_eq!(mallctl(B, c"arena.0.dss".as_ptr(), null_mut(), null_mut(), bp, 8), EINVAL);
+            let disabled = c"disabled".as_ptr();
+            let dp = &disabled as *const _ as *mut c_void;
+            assert_eq!(mallctl(B, c"arena.0.dss".as_ptr(), null_mut(), null_mut(), dp, 8), EFAULT);
+            let primary = c"primary".as_ptr();
+            let pp = &primary as *const _ as *mut c_void;
+            assert_eq!(mallctl(B, c"arena.0.dss".as_ptr(), null_mut(), null_mut(), pp, 8), 0);
+            // The thread counters: pointers that can be read at any time.
+            let mut p = 0usize;
+            let mut pl = 8;
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"thread.allocatedp".as_ptr(),
+                    &mut p as *mut _ as *mut c_void,
+                    &mut pl,
+                    null_mut(),
+                    0
+                ),
+                0
+            );
+            assert_eq!(*(p as *const u64), 0);
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"experimental.arenas.0.pactivep".as_ptr(),
+                    &mut p as *mut _ as *mut c_void,
+                    &mut pl,
+                    null_mut(),
+                    0
+                ),
+                0
+            );
+            let _ = *(p as *const usize);
+            // batch_alloc fills none; the utilization query says "one region, none free".
+            let mut ptrs = [null_mut::<c_void>(); 4];
+            let packet: [usize; 4] = [ptrs.as_mut_ptr() as usize, 4, 64, 0];
+            let mut filled = 99usize;
+            let mut fl = 8;
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"experimental.batch_alloc".as_ptr(),
+                    &mut filled as *mut _ as *mut c_void,
+                    &mut fl,
+                    packet.as_ptr() as *mut c_void,
+                    32
+                ),
+                0
+            );
+            assert_eq!(filled, 0);
+            let block = [0u64; 4];
+            let bptr = block.as_ptr() as usize;
+            let mut out = [9usize; 6];
+            let mut ol = 48;
+            assert_eq!(
+                mallctl(
+                    B,
+                    c"experimental.utilization.query".as_ptr(),
+                    out.as_mut_ptr() as *mut c_void,
+                    &mut ol,
+                    &bptr as *const _ as *mut c_void,
+                    8
+                ),
+                0
+            );
+            assert_eq!(out, [0, 0, 1, 0, 0, 0]);
+            assert_eq!(defrag_hint(B, bptr as *mut c_void), 0);
+        }
     }
 }

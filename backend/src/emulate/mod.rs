@@ -13,6 +13,7 @@
 //! Each answers from one [`Snapshot`] of the serving backend's own statistics. Nothing here
 //! allocates: the names are read in place, text is formatted into stack buffers.
 pub mod jemalloc;
+pub mod jemalloc_sc;
 pub mod mimalloc;
 pub mod mozjemalloc;
 pub mod tcmalloc;

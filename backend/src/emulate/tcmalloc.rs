@@ -10,14 +10,34 @@ use core::ffi::{c_char, c_int, CStr};
 /// A property's figure from a snapshot.
 type Figure = fn(&Snapshot) -> usize;
 
-/// The numeric properties answered from another backend, and how.
+/// The numeric properties answered from another backend, and how: every one gperftools 2.10
+/// answers (TCMallocImplementation::GetNumericProperty in its src/tcmalloc.cc). Its caches
+/// (central, transfer, thread) and its page heap's counters have no counterpart in another
+/// backend: 0.
 const PROPERTIES: &[(&str, Figure)] = &[
     ("generic.current_allocated_bytes", |s| s.allocated),
     ("generic.heap_size", |s| s.mapped + s.retained),
     ("generic.total_physical_bytes", |s| s.resident + s.metadata),
+    ("tcmalloc.slack_bytes", |s| s.dirty + s.retained),
+    ("tcmalloc.central_cache_free_bytes", |_| 0),
+    ("tcmalloc.transfer_cache_free_bytes", |_| 0),
+    ("tcmalloc.thread_cache_free_bytes", |_| 0),
     ("tcmalloc.pageheap_free_bytes", |s| s.dirty),
     ("tcmalloc.pageheap_unmapped_bytes", |s| s.retained),
-    ("tcmalloc.slack_bytes", |s| s.dirty + s.retained),
+    ("tcmalloc.pageheap_committed_bytes", |s| s.mapped),
+    ("tcmalloc.pageheap_scavenge_count", |_| 0),
+    ("tcmalloc.pageheap_commit_count", |_| 0),
+    ("tcmalloc.pageheap_total_commit_bytes", |_| 0),
+    ("tcmalloc.pageheap_decommit_count", |_| 0),
+    ("tcmalloc.pageheap_total_decommit_bytes", |_| 0),
+    ("tcmalloc.pageheap_reserve_count", |_| 0),
+    ("tcmalloc.pageheap_total_reserve_bytes", |_| 0),
+    // gperftools' default (kDefaultOverallThreadCacheSize): the limit it would keep.
+    ("tcmalloc.max_total_thread_cache_bytes", |_| 32 << 20),
+    ("tcmalloc.current_total_thread_cache_bytes", |_| 0),
+    ("tcmalloc.aggressive_memory_decommit", |_| 0),
+    // No limit.
+    ("tcmalloc.heap_limit_mb", |_| 0),
 ];
 
 /// A numeric property of backend `b`, None where it has none.

@@ -10,6 +10,7 @@
 #   cxx_static_tcmalloc        tcmalloc_prog.cc + gperftools' static libtcmalloc_minimal.a
 #   cxx_static_tcmalloc_ctor   cxx_static_tcmalloc linked with libctorblock.so
 #   unpatchable                unpatchable.c: its own malloc, and a free that is one `ret`
+#   c_je_defrag                defrag_hint.c + libjemalloc_je.a: Redis' je_get_defrag_hint
 #   c_je_stats_prefix          stats_prog.c -DAPI_JE -DJE_PREFIX + libjemalloc_je.a: reads its
 #                              jemalloc's statistics (mallctl) while it allocates, as Redis/Valkey
 #   c_je_stats_static          the same on the unprefixed libjemalloc.a
@@ -112,6 +113,12 @@ if stale "$bin/c_je_prefix" "$src/jemalloc_prog.c" "$je_pfx_a"; then
   $CC "${CFLAGS[@]}" -rdynamic -DJE_PREFIX -o "$bin/c_je_prefix" "$src/jemalloc_prog.c" "$je_pfx_a" "${JE_LIBS[@]}"
 fi
 
+# --- c_je_defrag: Redis' and Valkey's je_get_defrag_hint beside libjemalloc_je.a (defrag_hint.c).
+if stale "$bin/c_je_defrag" "$src/defrag_hint.c" "$je_pfx_a"; then
+  say c_je_defrag
+  $CC "${CFLAGS[@]}" -rdynamic -o "$bin/c_je_defrag" "$src/defrag_hint.c" "$je_pfx_a" "${JE_LIBS[@]}"
+fi
+
 # --- the statistics readers (stats_prog.c), on each way a program links jemalloc or tcmalloc.
 if stale "$bin/c_je_stats_prefix" "$src/stats_prog.c" "$je_pfx_a"; then
   say c_je_stats_prefix
@@ -187,6 +194,7 @@ defines c_je_prefix dynsym je_malloc je_free je_calloc je_realloc je_mallocx je_
 defines cxx_static_tcmalloc dynsym malloc free calloc realloc _Znwm _ZdlPv _ZdlPvm _ZnwmSt11align_val_t
 defines cxx_static_tcmalloc symtab tc_malloc tc_free
 defines unpatchable dynsym malloc free calloc realloc
+defines c_je_defrag dynsym je_malloc je_free je_mallocx je_sdallocx je_mallctl je_get_defrag_hint
 defines c_je_stats_prefix dynsym je_malloc je_free je_mallctl je_mallctlnametomib je_mallctlbymib je_malloc_stats_print
 defines c_je_stats_static symtab malloc free mallctl mallctlnametomib mallctlbymib malloc_stats_print
 defines c_tc_stats_static symtab tc_malloc MallocExtension_GetNumericProperty MallocExtension_GetStats MallocExtension_ReleaseFreeMemory MallocExtension_GetAllocatedSize

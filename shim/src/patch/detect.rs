@@ -295,6 +295,7 @@ fn maybe_entry(name: &str) -> bool {
         || name.contains("free")
         || name.contains("memalign")
         || name.contains("mallctl")
+        || name.ends_with("get_defrag_hint")
 }
 
 fn is_ifunc(s: &object::Symbol<'_, '_>) -> bool {

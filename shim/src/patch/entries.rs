@@ -109,6 +109,8 @@ pub enum Kind {
     MiStatsMerge0,
     /// mi_collect(force)
     MiCollect1,
+    /// get_defrag_hint(ptr) -> int: Redis' and Valkey's jemalloc (je_get_defrag_hint)
+    DefragHint1,
     // mozjemalloc's own (Firefox: memory/build/malloc_decls.h).
     /// moz_arena_malloc(arena, size)
     ArenaAlloc2,
@@ -162,6 +164,7 @@ pub const JEMALLOC: &[(&str, Kind)] = &[
     ("mallctlnametomib", Nametomib3),
     ("mallctlbymib", Bymib6),
     ("malloc_stats_print", StatsPrint3),
+    ("get_defrag_hint", DefragHint1),
 ];
 
 /// mozjemalloc's API beyond the standard names (Firefox's executable exports it for libxul):

@@ -694,6 +694,13 @@ extern "C" fn mi_collect1<const S: usize>(force: bool) {
     orig!(MiCollect1, S, (bool) -> (), (force))
 }
 
+extern "C" fn defrag_hint1<const S: usize>(p: *mut c_void) -> c_int {
+    if switched() {
+        return emu::jemalloc::defrag_hint(be::selected(), p);
+    }
+    orig!(DefragHint1, S, (*mut c_void) -> c_int, (p))
+}
+
 /// The introspection calls that take nothing and return nothing: the backend's own action
 /// when switched, the original otherwise.
 macro_rules! action0 {
@@ -789,6 +796,7 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         MiStatsReset0 => slots!(mi_stats_reset0),
         MiStatsMerge0 => slots!(mi_stats_merge0),
         MiCollect1 => slots!(mi_collect1),
+        DefragHint1 => slots!(defrag_hint1),
         ArenaAlloc2 | ArenaCalloc3 | ArenaRealloc3 | ArenaFree2 | ArenaMemalign3 | MozStatsLite1
         | MozPurge0 => {
             return super::mozjemalloc::address(kind, slot);
