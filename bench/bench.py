@@ -39,6 +39,7 @@ import drift  # noqa: E402
 import fidelity  # noqa: E402
 import stacks  # noqa: E402
 import figures  # noqa: E402
+import firefox  # noqa: E402
 from groups import T_START, one_run, run_group, say  # noqa: E402
 import ownalloc  # noqa: E402
 import report  # noqa: E402
@@ -67,6 +68,7 @@ SECTION_SCRIPTS = [
     (scale, "analysis at scale: one pass, the decoding pool, window logs, export (bench/scale.py)"),
     (compare, "shimlog compare: its speed against stats, and false alarms on same-configuration pairs (bench/compare.py)"),
     (verdict_fidelity, "the replay's verdict with --rounds 3 against real runs (bench/verdict_fidelity.py)"),
+    (firefox, "Firefox ESR's headless screenshot: bare, recorded, switched (bench/firefox.py)"),
 ]
 
 

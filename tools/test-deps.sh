@@ -35,6 +35,7 @@ DEBS=(
   "command -v java|default-jre-headless|itest fleets.rs: Apache Spark's runtime"
   "command -v heaptrack|heaptrack|the bench smoke (make test) runs heaptrack once"
   "command -v valgrind|valgrind|itest budget.rs: the instruction budgets count with callgrind"
+  "command -v firefox-esr|firefox-esr|itest firefox.rs: Firefox ESR (mozjemalloc in a stripped executable) under the shim"
 )
 
 PIPS=(

@@ -155,6 +155,9 @@ impl core::str::FromStr for Backend {
 }
 
 static SELECTED: AtomicU8 = AtomicU8::new(0);
+/// What serves the shim's own heap ([`BackendAlloc`]): the selected backend, except glibc when
+/// the executable's allocator serves the exported names ([`select_executable_own`]).
+static PRIVATE: AtomicU8 = AtomicU8::new(0);
 
 /// Chooses the backend of this process. Call once, before the first allocation it serves.
 /// A backend this build does not have is not chosen (the caller checks
@@ -168,6 +171,7 @@ pub fn select(b: Backend) {
         Backend::Tcmalloc => tcmalloc::init(),
         _ => {}
     }
+    PRIVATE.store(b as u8, Relaxed);
     SELECTED.store(b as u8, Relaxed);
 }
 
@@ -175,9 +179,25 @@ pub fn select(b: Backend) {
 /// does a backend. False, with nothing chosen, when the library lacks one of malloc, calloc,
 /// realloc or free.
 pub fn select_own() -> bool {
-    if !own::init() {
+    if !own::init(false) {
         return false;
     }
+    PRIVATE.store(Backend::Own as u8, Relaxed);
+    SELECTED.store(Backend::Own as u8, Relaxed);
+    true
+}
+
+/// Chooses the allocator the executable defines (see [`own::ahead_malloc`]) for the names the
+/// shim exports, as [`select_own`] does a library's; the shim's own heap ([`BackendAlloc`])
+/// stays on glibc, out of the program's allocator, which then sees only the program's calls.
+/// False, with nothing chosen, when the executable lacks one of malloc, calloc, realloc or
+/// free.
+pub fn select_executable_own() -> bool {
+    if !own::init(true) {
+        return false;
+    }
+    glibc::init();
+    PRIVATE.store(Backend::Glibc as u8, Relaxed);
     SELECTED.store(Backend::Own as u8, Relaxed);
     true
 }
@@ -190,7 +210,10 @@ pub fn selected() -> Backend {
 
 macro_rules! dispatch {
     ($f:ident($($a:expr),*)) => {
-        match selected() {
+        dispatch!(selected(), $f($($a),*))
+    };
+    ($which:expr, $f:ident($($a:expr),*)) => {
+        match $which {
             Backend::Glibc => glibc::$f($($a),*),
             Backend::Jemalloc => jemalloc::$f($($a),*),
             Backend::Mimalloc => mimalloc::$f($($a),*),
@@ -256,7 +279,37 @@ pub fn size_class(b: Backend, size: usize) -> usize {
     }
 }
 
-/// A `GlobalAlloc` that forwards to the selected backend, untraced. libshim.so and the replay
+/// The shim's own heap's calls, on [`PRIVATE`].
+mod private {
+    use super::*;
+
+    #[inline(always)]
+    fn which() -> Backend {
+        Backend::from_u8(PRIVATE.load(Relaxed))
+    }
+    #[inline(always)]
+    pub(super) unsafe fn malloc(size: usize) -> *mut c_void {
+        unsafe { dispatch!(which(), malloc(size)) }
+    }
+    #[inline(always)]
+    pub(super) unsafe fn calloc(n: usize, size: usize) -> *mut c_void {
+        unsafe { dispatch!(which(), calloc(n, size)) }
+    }
+    #[inline(always)]
+    pub(super) unsafe fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+        unsafe { dispatch!(which(), realloc(p, size)) }
+    }
+    #[inline(always)]
+    pub(super) unsafe fn free(p: *mut c_void) {
+        unsafe { dispatch!(which(), free(p)) }
+    }
+    #[inline(always)]
+    pub(super) unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
+        unsafe { dispatch!(which(), memalign(align, size)) }
+    }
+}
+
+/// A `GlobalAlloc` that forwards to the selected backend (see [`PRIVATE`]), untraced. libshim.so and the replay
 /// children use it so that their own allocations never reach the hooks.
 pub struct BackendAlloc;
 
@@ -265,9 +318,9 @@ unsafe impl core::alloc::GlobalAlloc for BackendAlloc {
     unsafe fn alloc(&self, l: core::alloc::Layout) -> *mut u8 {
         unsafe {
             if l.align() <= 16 {
-                malloc(l.size()) as *mut u8
+                private::malloc(l.size()) as *mut u8
             } else {
-                memalign(l.align(), l.size()) as *mut u8
+                private::memalign(l.align(), l.size()) as *mut u8
             }
         }
     }
@@ -275,9 +328,9 @@ unsafe impl core::alloc::GlobalAlloc for BackendAlloc {
     unsafe fn alloc_zeroed(&self, l: core::alloc::Layout) -> *mut u8 {
         unsafe {
             if l.align() <= 16 {
-                calloc(1, l.size()) as *mut u8
+                private::calloc(1, l.size()) as *mut u8
             } else {
-                let p = memalign(l.align(), l.size()) as *mut u8;
+                let p = private::memalign(l.align(), l.size()) as *mut u8;
                 if !p.is_null() {
                     core::ptr::write_bytes(p, 0, l.size());
                 }
@@ -287,18 +340,18 @@ unsafe impl core::alloc::GlobalAlloc for BackendAlloc {
     }
     #[inline]
     unsafe fn dealloc(&self, p: *mut u8, _l: core::alloc::Layout) {
-        unsafe { free(p as *mut c_void) }
+        unsafe { private::free(p as *mut c_void) }
     }
     #[inline]
     unsafe fn realloc(&self, p: *mut u8, l: core::alloc::Layout, new: usize) -> *mut u8 {
         unsafe {
             if l.align() <= 16 {
-                realloc(p as *mut c_void, new) as *mut u8
+                private::realloc(p as *mut c_void, new) as *mut u8
             } else {
-                let q = memalign(l.align(), new) as *mut u8;
+                let q = private::memalign(l.align(), new) as *mut u8;
                 if !q.is_null() {
                     core::ptr::copy_nonoverlapping(p, q, l.size().min(new));
-                    free(p as *mut c_void);
+                    private::free(p as *mut c_void);
                 }
                 q
             }

@@ -4,6 +4,8 @@
 //! the library's definition of the same name, found once with dlsym(RTLD_NEXT) before the
 //! first allocation. Each name is resolved as the program would resolve it without the shim:
 //! a library that does not define `memalign` gets the C library's, exactly as without the shim.
+//! An executable that defines the malloc family comes before the shim in the lookup order: its
+//! definitions are found with RTLD_DEFAULT instead ([`ahead_malloc`]).
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -36,12 +38,44 @@ pub fn file_of(addr: usize) -> Option<&'static core::ffi::CStr> {
     Some(unsafe { core::ffi::CStr::from_ptr(info.dli_fname) })
 }
 
+/// Where the `malloc` that the program's calls reach is, when a definition comes before this
+/// library's in the lookup order (the executable defines the malloc family: Firefox's
+/// mozjemalloc, a static jemalloc): that definition. libc's own calls (strdup, realpath,
+/// getline) allocate there too, so whatever this library's exported names hand out or take
+/// back must go there as well. Allocates nothing.
+pub fn ahead_malloc() -> Option<usize> {
+    let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
+    let libc_malloc = crate::glibc::libc_symbol(c"malloc");
+    (first != 0 && first != libc_malloc && !in_this_object(first)).then_some(first)
+}
+
+/// Whether `addr` is in the object that holds this code (libshim.so).
+fn in_this_object(addr: usize) -> bool {
+    let base = |a: usize| {
+        let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+        if unsafe { libc::dladdr(a as *const c_void, &mut info) } == 0 {
+            0
+        } else {
+            info.dli_fbase as usize
+        }
+    };
+    let here = base(in_this_object as *const () as usize);
+    here != 0 && base(addr) == here
+}
+
 /// Resolves every forwarded name; false (nothing changed) when the library lacks one of the
-/// four the shim cannot do without (malloc, calloc, realloc, free).
-pub(crate) fn init() -> bool {
+/// four the shim cannot do without (malloc, calloc, realloc, free). `ahead`: the definitions
+/// that come before this library's (the executable's, see [`ahead_malloc`]), a name it does not
+/// define being the next one after this library's (the C library's), as without the shim.
+pub(crate) fn init(ahead: bool) -> bool {
     let mut found = [0usize; 6];
     for (i, n) in NAMES.iter().enumerate() {
-        found[i] = unsafe { libc::dlsym(libc::RTLD_NEXT, n.as_ptr()) } as usize;
+        let first = if ahead { unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) as usize } } else { 0 };
+        found[i] = if first != 0 && !in_this_object(first) {
+            first
+        } else {
+            unsafe { libc::dlsym(libc::RTLD_NEXT, n.as_ptr()) as usize }
+        };
     }
     if found[..4].contains(&0) {
         return false;

@@ -213,13 +213,16 @@ fn init() {
 }
 
 /// Selects what serves the shim's exported malloc family, before the first allocation. A
-/// program linked with an allocator library (Debian's redis-server with libjemalloc.so.2)
-/// has it settled here, all of it at once: kept (`own`, the default), each standard name
-/// forwarded to the library's and its other entry points recorded in place; or switched, its
-/// other entry points patched to the backend too. What cannot be switched runs on the
-/// library, said in one line: never two allocators behind one heap.
+/// program that brings its allocator, linked in (Debian's redis-server with libjemalloc.so.2)
+/// or defined by its executable (Firefox's mozjemalloc, a static jemalloc), has it settled
+/// here, all of it at once: kept (`own`, the default), its entry points recorded in place and
+/// each standard name the shim exports forwarded to the program's (libc's own calls, strdup or
+/// realpath, allocate there: what the shim's names take back must go there too); or switched,
+/// its entry points patched to the backend. What cannot be switched runs on the program's
+/// allocator, said in one line: never two allocators behind one heap.
 fn select(cfg: &config::Config) -> Backend {
-    let Some(lib) = be::own::next_malloc() else {
+    let ahead = be::own::ahead_malloc();
+    let Some(lib) = ahead.or_else(be::own::next_malloc) else {
         be::select(cfg.backend);
         return cfg.backend;
     };
@@ -229,7 +232,7 @@ fn select(cfg: &config::Config) -> Backend {
             be::select(b);
             return b;
         }
-        // One cause, one line: patching said already why it left the library alone.
+        // One cause, one line: patching said already why it left the allocator alone.
         if !installed.said {
             let file = be::own::file_of(lib).map(|f| f.to_string_lossy()).unwrap_or_default();
             say(&format!(
@@ -238,7 +241,8 @@ fn select(cfg: &config::Config) -> Backend {
             ));
         }
     }
-    if be::select_own() {
+    let kept = if ahead.is_some() { be::select_executable_own() } else { be::select_own() };
+    if kept {
         return Backend::Own;
     }
     // A library that defines malloc but not calloc, realloc or free: no allocator.

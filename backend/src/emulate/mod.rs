@@ -7,13 +7,15 @@
 //! - [`jemalloc`]: the `mallctl` namespace (names, MIBs, jemalloc's calling conventions and
 //!   error codes) and `malloc_stats_print`;
 //! - [`tcmalloc`]: gperftools' `MallocExtension` numeric properties and statistics text;
-//! - [`mimalloc`]: `mi_process_info` and `mi_stats_print_out`.
+//! - [`mimalloc`]: `mi_process_info` and `mi_stats_print_out`;
+//! - [`mozjemalloc`]: Firefox's `jemalloc_stats_lite` and `jemalloc_free_dirty_pages`.
 //!
 //! Each answers from one [`Snapshot`] of the serving backend's own statistics. Nothing here
 //! allocates: the names are read in place, text is formatted into stack buffers.
 pub mod jemalloc;
 pub mod jemalloc_sc;
 pub mod mimalloc;
+pub mod mozjemalloc;
 pub mod tcmalloc;
 
 use crate::Backend;

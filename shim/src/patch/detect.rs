@@ -1,7 +1,7 @@
 //! Finding the allocators a program brings: the symbol tables (`.symtab` and `.dynsym`) of
 //! the executable and of the libraries loaded with it, read with the `object` crate from
 //! the files as mapped, before the executable's own constructors run.
-use super::entries::{self, Kind, CXX, JEMALLOC, MIMALLOC, STANDARD, TCMALLOC};
+use super::entries::{self, Kind, CXX, JEMALLOC, MIMALLOC, MOZJEMALLOC, STANDARD, TCMALLOC};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 
@@ -18,7 +18,8 @@ pub struct Entry {
 /// An allocator linked into one file.
 #[derive(Clone, Debug)]
 pub struct Family {
-    /// "jemalloc", "mimalloc", "tcmalloc", or "malloc" (a malloc family of unknown make).
+    /// "jemalloc", "mozjemalloc", "mimalloc", "tcmalloc", or "malloc" (a malloc family of
+    /// unknown make).
     pub name: &'static str,
     pub prefix: String,
     pub file: String,
@@ -167,7 +168,13 @@ fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
         let Ok(file) = object::File::parse(m.bytes()) else { return };
         let mut syms: HashMap<String, Sym> = HashMap::new();
         let has_symtab = file.section_by_name(".symtab").is_some();
+        // Where each function of the executable starts (for the extent of code reached
+        // through a jump stub, which no symbol names).
+        let mut starts: Vec<usize> = Vec::new();
         for s in file.symbols().chain(file.dynamic_symbols()) {
+            if is_exe && s.kind() == SymbolKind::Text && s.is_definition() {
+                starts.push(bias + s.address() as usize);
+            }
             // Static functions (an allocator's internals, e.g. mimalloc's mi_arena_*) are no
             // entry points.
             if s.kind() != SymbolKind::Text || !s.is_definition() || s.is_local() || is_ifunc(&s) {
@@ -184,13 +191,33 @@ fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
                 .or_insert(Sym { addr: bias + s.address() as usize, size: s.size() as usize });
         }
         let mut found = families(&syms, &path, is_exe);
+        starts.sort_unstable();
+        starts.dedup();
+        let text_end = file
+            .sections()
+            .filter(|s| s.kind() == object::SectionKind::Text)
+            .map(|s| bias + (s.address() + s.size()) as usize)
+            .max()
+            .unwrap_or(0);
+        for f in found.iter_mut().filter(|f| f.name == "mozjemalloc") {
+            follow_stubs(f, &starts, text_end);
+        }
         // A library's exported functions are all the program can reach of it (its .dynsym,
         // which stripping never removes, lists them), so every unhandled one counts; in the
-        // executable, only those its own code calls.
-        for f in found.iter_mut().filter(|f| is_exe && !f.unhandled.is_empty()) {
+        // executable, only those its own code calls (mozjemalloc's are exported for the
+        // libraries: every one counts).
+        for f in found.iter_mut().filter(|f| is_exe && !f.unhandled.is_empty() && f.name != "mozjemalloc") {
             let targets: Vec<(usize, String)> =
                 f.unhandled.iter().filter_map(|n| syms.get(n).map(|s| (s.addr, n.clone()))).collect();
             f.unhandled = called_from_outside(&file, bias, &targets, "mi_");
+        }
+        if !has_symtab && is_exe && found.len() == 1 && found[0].name == "mozjemalloc" {
+            // mozjemalloc's whole API is exported (libxul and the other libraries call it
+            // there), and the executable's own helpers (mozalloc's moz_x*, operator new,
+            // strdup) reach it only through those entry points or the code behind their jump
+            // stubs, which is what is patched: its .dynsym is enough.
+            out.families.extend(found);
+            return;
         }
         if !has_symtab && is_exe {
             // A stripped executable: .dynsym shows only what it exports, and an allocator's
@@ -205,6 +232,55 @@ fn scan_file(out: &mut Scan, path: &str, bias: usize, is_exe: bool) {
     }
 }
 
+/// Moves each entry point that is only a jump stub (mozjemalloc's `malloc` is `jmp` to code
+/// that strdup and posix_memalign call directly) to the code it jumps to, so that direct
+/// callers of that code are caught too. Its extent runs to the next function's start (at most
+/// 64 KiB, never past the code section). Two entries that end at one address keep one hook when
+/// they mean the same, else the family cannot be patched.
+fn follow_stubs(f: &mut Family, starts: &[usize], text_end: usize) {
+    use iced_x86::{Code, Decoder, DecoderOptions};
+    let mut seen: HashMap<usize, Kind> = HashMap::new();
+    let mut kept = Vec::new();
+    for mut e in f.entries.drain(..) {
+        for _ in 0..4 {
+            if e.size < 2 || e.addr >= text_end {
+                break;
+            }
+            let len = e.size.min(16).min(text_end - e.addr);
+            let code = unsafe { core::slice::from_raw_parts(e.addr as *const u8, len) };
+            let mut dec = Decoder::with_ip(64, code, e.addr as u64, DecoderOptions::NONE);
+            let mut ins = dec.decode();
+            if ins.code() == Code::Endbr64 && dec.can_decode() {
+                ins = dec.decode();
+            }
+            if !matches!(ins.code(), Code::Jmp_rel32_64 | Code::Jmp_rel8_64) {
+                break;
+            }
+            let to = ins.near_branch_target() as usize;
+            let next = starts.get(starts.partition_point(|&s| s <= to)).copied().unwrap_or(text_end);
+            if to >= text_end || to < 0x1000 {
+                break;
+            }
+            e.addr = to;
+            e.size = next.min(text_end).min(to + 64 * 1024) - to;
+        }
+        match seen.get(&e.addr) {
+            Some(&k) if entries::same_meaning(k, e.kind) => {}
+            Some(_) => {
+                f.problem = Some(format!(
+                    "{} jumps to code that another entry point with another meaning also reaches",
+                    e.name
+                ));
+            }
+            None => {
+                seen.insert(e.addr, e.kind);
+                kept.push(e);
+            }
+        }
+    }
+    f.entries = kept;
+}
+
 /// Whether `name` can be one of the entry points of entries.rs's tables under any prefix
 /// (or one of mimalloc's unhandled ones): a superset, cheap to test.
 fn maybe_entry(name: &str) -> bool {
@@ -214,6 +290,7 @@ fn maybe_entry(name: &str) -> bool {
         || b.starts_with(b"_Zn")
         || b.starts_with(b"_Zd")
         || b.starts_with(b"MallocExtension_")
+        || b.starts_with(b"moz_arena_")
         || name.contains("alloc")
         || name.contains("free")
         || name.contains("memalign")
@@ -264,6 +341,14 @@ fn families(syms: &HashMap<String, Sym>, path: &str, is_exe: bool) -> Vec<Family
             tables.push((CXX, ""));
         }
         fams.push(family("jemalloc", p, &tables, syms, path, is_exe));
+    }
+    // mozjemalloc (Firefox's executable, or a libmozglue): the standard names beside its own.
+    if standard_here && !standard_claimed && (has("moz_arena_malloc") || has("jemalloc_ptr_info")) {
+        standard_claimed = true;
+        let mut f = family("mozjemalloc", "", &[(STANDARD, ""), (MOZJEMALLOC, "")], syms, path, is_exe);
+        f.unhandled = syms.keys().filter(|n| entries::mozjemalloc_unhandled(n)).cloned().collect();
+        f.unhandled.sort();
+        fams.push(f);
     }
     if has("tc_malloc") || has("tc_new") {
         let mut tables: Vec<(&[(&str, Kind)], &str)> = vec![(TCMALLOC, "")];

@@ -111,9 +111,24 @@ pub enum Kind {
     MiCollect1,
     /// get_defrag_hint(ptr) -> int: Redis' and Valkey's jemalloc (je_get_defrag_hint)
     DefragHint1,
+    // mozjemalloc's own (Firefox: memory/build/malloc_decls.h).
+    /// moz_arena_malloc(arena, size)
+    ArenaAlloc2,
+    /// moz_arena_calloc(arena, count, size)
+    ArenaCalloc3,
+    /// moz_arena_realloc(arena, p, size)
+    ArenaRealloc3,
+    /// moz_arena_free(arena, p)
+    ArenaFree2,
+    /// moz_arena_memalign(arena, align, size)
+    ArenaMemalign3,
+    /// jemalloc_stats_lite(jemalloc_stats_lite_t*)
+    MozStatsLite1,
+    /// jemalloc_free_dirty_pages(), jemalloc_free_excess_dirty_pages()
+    MozPurge0,
 }
 
-pub const KINDS: usize = Kind::DefragHint1 as usize + 1;
+pub const KINDS: usize = Kind::MozPurge0 as usize + 1;
 
 use Kind::*;
 
@@ -151,6 +166,56 @@ pub const JEMALLOC: &[(&str, Kind)] = &[
     ("malloc_stats_print", StatsPrint3),
     ("get_defrag_hint", DefragHint1),
 ];
+
+/// mozjemalloc's API beyond the standard names (Firefox's executable exports it for libxul):
+/// the arena calls that hand out and take back blocks, the size query, and the statistics and
+/// purges that describe or change the heap. Its other functions are left to it, patched or
+/// switched alike: `jemalloc_stats_internal` (a layout that changes between versions: when
+/// switched it describes the blocks mozjemalloc still holds), `jemalloc_ptr_info` (it answers
+/// "unknown" for a block it did not make), `jemalloc_stats_num_bins`, and the controls of its
+/// own arenas (`moz_create_arena_with_params`, `moz_dispose_arena`, `moz_may_purge_*`,
+/// `moz_set_max_dirty_page_modifier`, `moz_enable_deferred_purge`,
+/// `jemalloc_thread_local_arena`, `jemalloc_set_main_thread`,
+/// `jemalloc_reset_small_alloc_randomization`, `jemalloc_purge_freed_pages`): an arena id it
+/// made stays valid, its arenas just stay empty once switched.
+pub const MOZJEMALLOC: &[(&str, Kind)] = &[
+    ("malloc_good_size", GoodSize1),
+    ("moz_arena_malloc", ArenaAlloc2),
+    ("moz_arena_calloc", ArenaCalloc3),
+    ("moz_arena_realloc", ArenaRealloc3),
+    ("moz_arena_free", ArenaFree2),
+    ("moz_arena_memalign", ArenaMemalign3),
+    ("jemalloc_stats_lite", MozStatsLite1),
+    ("jemalloc_free_dirty_pages", MozPurge0),
+    ("jemalloc_free_excess_dirty_pages", MozPurge0),
+];
+
+/// mozjemalloc's functions that the shim knowingly leaves to it (see [`MOZJEMALLOC`]), and the
+/// exported helpers of Firefox's executable that allocate only through the entry points
+/// patched (mozalloc's `moz_x*`, its operators new and delete, strdup).
+const MOZ_LEFT: &[&str] = &[
+    "jemalloc_stats_internal",
+    "jemalloc_stats_num_bins",
+    "jemalloc_ptr_info",
+    "jemalloc_purge_freed_pages",
+    "jemalloc_thread_local_arena",
+    "jemalloc_set_main_thread",
+    "jemalloc_reset_small_alloc_randomization",
+    "moz_create_arena_with_params",
+    "moz_dispose_arena",
+    "moz_set_max_dirty_page_modifier",
+    "moz_enable_deferred_purge",
+    "moz_may_purge_now",
+    "moz_may_purge_one_now",
+];
+
+/// A mozjemalloc function the shim neither wraps nor knowingly leaves to it (one of a newer
+/// version): a family that has one is recorded without it and is not switched.
+pub fn mozjemalloc_unhandled(name: &str) -> bool {
+    (name.starts_with("moz_arena_") || name.starts_with("jemalloc_"))
+        && lookup(MOZJEMALLOC, "", name).is_none()
+        && !MOZ_LEFT.contains(&name)
+}
 
 /// gperftools' tcmalloc (`tc_` names; the standard and C++ names are aliases of these).
 pub const TCMALLOC: &[(&str, Kind)] = &[

@@ -6,7 +6,8 @@
 //! - `detect`: which allocators the loaded files define, from their symbol tables;
 //! - `entries`: the entry points by name and what each does;
 //! - `hook`: the x86-64 patch (a jump to a wrapper, the original kept callable);
-//! - `wrappers`: what a patched entry point runs, recorded or switched;
+//! - `wrappers`: what a patched entry point runs, recorded or switched (`mozjemalloc`: the
+//!   wrappers of Firefox's allocator's own entry points);
 //! - `owner`: which allocator a block belongs to once switched;
 //! - `native`: switched with nothing recorded, the busiest entry points call the backend directly;
 //! - `later`: libraries loaded with dlopen after start-up, named when they bring an allocator.
@@ -18,6 +19,7 @@ mod detect;
 mod entries;
 mod hook;
 pub mod later;
+mod mozjemalloc;
 mod native;
 pub mod owner;
 mod wrappers;

@@ -34,12 +34,12 @@ pub fn set_switched() {
 }
 
 #[inline(always)]
-fn switched() -> bool {
+pub(super) fn switched() -> bool {
     SWITCHED.load(Relaxed)
 }
 
 #[inline(always)]
-fn original(kind: Kind, slot: usize) -> usize {
+pub(super) fn original(kind: Kind, slot: usize) -> usize {
     ORIGINAL[kind as usize][slot].load(Relaxed)
 }
 
@@ -52,7 +52,7 @@ macro_rules! orig {
 }
 
 #[inline(always)]
-fn args(size: usize) -> Args {
+pub(super) fn args(size: usize) -> Args {
     Args { size: size as u64, ..Args::default() }
 }
 
@@ -332,7 +332,7 @@ pub extern "C" fn shim_cxx_original(aligned: c_int, slot: c_int) -> usize {
 /// original) and stays its; otherwise the backend serves it when switched, the original
 /// when recorded.
 #[inline(always)]
-fn resize(
+pub(super) fn resize(
     op: Op,
     p: *mut c_void,
     a: Args,
@@ -444,7 +444,7 @@ extern "C" fn xallocx4<const S: usize>(p: *mut c_void, n: usize, extra: usize, f
 
 /// A free of `p` recorded as `op` (`a`); `call` is the original, used for an old block.
 #[inline(always)]
-fn release(p: *mut c_void, op: Op, a: Args, call: impl FnOnce()) {
+pub(super) fn release(p: *mut c_void, op: Op, a: Args, call: impl FnOnce()) {
     if p.is_null() {
         return;
     }
@@ -459,7 +459,7 @@ fn release(p: *mut c_void, op: Op, a: Args, call: impl FnOnce()) {
 }
 
 #[inline(always)]
-fn freed(p: *mut c_void) -> Args {
+pub(super) fn freed(p: *mut c_void) -> Args {
     Args { ptr: p as u64, ..Args::default() }
 }
 
@@ -797,6 +797,10 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         MiStatsMerge0 => slots!(mi_stats_merge0),
         MiCollect1 => slots!(mi_collect1),
         DefragHint1 => slots!(defrag_hint1),
+        ArenaAlloc2 | ArenaCalloc3 | ArenaRealloc3 | ArenaFree2 | ArenaMemalign3 | MozStatsLite1
+        | MozPurge0 => {
+            return super::mozjemalloc::address(kind, slot);
+        }
     };
     all[slot]
 }
