@@ -181,7 +181,7 @@ fn patch_all(
             let target = match switch_to {
                 // Nothing will ever be recorded (SHIM_TRACE=0): straight to the backend.
                 Some(b) if !trace => native::address(&e.name, e.kind, slot, b),
-                _ => wrappers::address(e.kind, slot),
+                _ => mozjemalloc::wrapper(e.kind, slot),
             };
             match hook::prepare(e.addr, e.size, target, &mut tr) {
                 Ok(h) => {

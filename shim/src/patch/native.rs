@@ -10,7 +10,7 @@
 //! as `sdallocx` too; C++'s sized delete, a plain free). The others keep their general wrapper.
 use super::entries::Kind;
 use super::owner;
-use super::wrappers::{self, SLOTS};
+use super::wrappers::SLOTS;
 use crate::c_rules::{self as c, Heap};
 use core::ffi::c_void;
 use shim_backend::direct as d;
@@ -20,7 +20,7 @@ use shim_backend::Backend;
 #[inline(never)]
 #[cold]
 fn general(kind: Kind, slot: usize) -> usize {
-    wrappers::address(kind, slot)
+    super::mozjemalloc::wrapper(kind, slot)
 }
 
 macro_rules! general {
@@ -154,7 +154,7 @@ pub fn address(name: &str, kind: Kind, slot: usize, b: Backend) -> usize {
         Kind::FreeSized2 => for_backend!(free_sized2, b),
         Kind::FreeSized3 if name.ends_with("sdallocx") => for_backend!(sdallocx, b),
         Kind::FreeSized3 => for_backend!(free_sized3, b),
-        _ => return wrappers::address(kind, slot),
+        _ => return super::mozjemalloc::wrapper(kind, slot),
     };
     all[slot]
 }

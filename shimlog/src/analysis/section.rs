@@ -147,7 +147,7 @@ impl Issue {
 pub struct SiteOptions<'a> {
     pub binaries: Option<&'a std::path::Path>,
     /// The program's allocation wrappers (`--alloc-fn`), folded into their callers.
-    pub alloc_fn: &'a super::AllocFns,
+    pub alloc_fn: &'a super::sites::AllocFns,
     pub top: u64,
     /// The call sites from a second pass over each log, as before they were taken in the
     /// analysis' own pass (`--two-pass-sites`, hidden: the tests compare the two).
