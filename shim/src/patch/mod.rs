@@ -18,6 +18,7 @@ mod detect;
 mod entries;
 mod hook;
 pub mod later;
+mod mi_api;
 mod native;
 pub mod owner;
 mod wrappers;
