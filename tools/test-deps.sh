@@ -25,6 +25,7 @@ DEBS=(
   "command -v flock|util-linux|one cargo build at a time in target/ownalloc"
   "test -f /usr/lib/$multiarch/libjemalloc.a|libjemalloc-dev|itest/programs/ownalloc: static jemalloc; itest jemalloc_namespace.rs: -ljemalloc"
   "test -f /usr/lib/$multiarch/libtcmalloc_minimal.a|libgoogle-perftools-dev|itest/programs/ownalloc: static tcmalloc"
+  "test -f /usr/include/mimalloc.h|libmimalloc-dev|itest mimalloc_api.rs: -lmimalloc (Debian's mimalloc, the oracle)"
   "command -v redis-server|redis-server|itest redis.rs: Debian's redis-server under the shim"
   "test -f /usr/lib/$multiarch/libc.a|libc6-dev|itest attach.rs: a static executable to refuse"
   "test -f /usr/lib/$multiarch/libz.so.1|zlib1g|itest attach.rs: a library to load into a running program"

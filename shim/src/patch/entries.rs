@@ -126,9 +126,110 @@ pub enum Kind {
     MozStatsLite1,
     /// jemalloc_free_dirty_pages(), jemalloc_free_excess_dirty_pages()
     MozPurge0,
+    // mimalloc's heaps and the rest of its allocating API (wrappers in mi_api.rs).
+    /// mi_heap_new() -> heap
+    MiHeapNew0,
+    /// mi_heap_delete(heap): its blocks stay (the default heap's)
+    MiHeapDelete1,
+    /// mi_heap_destroy(heap): its blocks freed
+    MiHeapDestroy1,
+    /// mi_heap_set_default(heap) -> previous
+    MiHeapSetDefault1,
+    /// mi_heap_get_default() / mi_heap_get_backing() -> heap
+    MiHeapGetDefault0,
+    /// mi_heap_collect(heap, force)
+    MiHeapCollect2,
+    /// mi_heap_contains_block(heap, p) / mi_heap_check_owned(heap, p) -> bool
+    MiHeapContains2,
+    /// mi_heap_visit_blocks(heap, all, visitor, arg) -> bool
+    MiHeapVisit4,
+    /// mi_check_owned(p) -> bool
+    MiCheckOwned1,
+    /// mi_heap_malloc(heap, size)
+    MiHeapAlloc2,
+    /// mi_heap_zalloc(heap, size)
+    MiHeapZalloc2,
+    /// mi_heap_calloc(heap, count, size)
+    MiHeapCalloc3,
+    /// mi_heap_mallocn(heap, count, size)
+    MiHeapMallocn3,
+    /// mi_heap_realloc(heap, p, size)
+    MiHeapRealloc3,
+    /// mi_heap_reallocf(heap, p, size)
+    MiHeapReallocf3,
+    /// mi_heap_rezalloc(heap, p, size)
+    MiHeapRezalloc3,
+    /// mi_heap_reallocn(heap, p, count, size)
+    MiHeapReallocn4,
+    /// mi_heap_recalloc(heap, p, count, size)
+    MiHeapRecalloc4,
+    /// mi_heap_malloc_aligned_at(heap, size, align, offset) (offset 0: _aligned)
+    MiHeapAllocAlignedAt4,
+    /// mi_heap_zalloc_aligned_at(heap, size, align, offset)
+    MiHeapZallocAlignedAt4,
+    /// mi_heap_calloc_aligned_at(heap, count, size, align, offset)
+    MiHeapCallocAlignedAt5,
+    /// mi_heap_realloc_aligned_at(heap, p, size, align, offset)
+    MiHeapReallocAlignedAt5,
+    /// mi_heap_rezalloc_aligned_at(heap, p, size, align, offset)
+    MiHeapRezallocAlignedAt5,
+    /// mi_heap_recalloc_aligned_at(heap, p, count, size, align, offset)
+    MiHeapRecallocAlignedAt6,
+    /// mi_heap_malloc_aligned(heap, size, align)
+    MiHeapAllocAligned3,
+    /// mi_heap_zalloc_aligned(heap, size, align)
+    MiHeapZallocAligned3,
+    /// mi_heap_calloc_aligned(heap, count, size, align)
+    MiHeapCallocAligned4,
+    /// mi_heap_realloc_aligned(heap, p, size, align)
+    MiHeapReallocAligned4,
+    /// mi_heap_rezalloc_aligned(heap, p, size, align)
+    MiHeapRezallocAligned4,
+    /// mi_heap_recalloc_aligned(heap, p, count, size, align)
+    MiHeapRecallocAligned5,
+    /// mi_heap_strdup(heap, s)
+    MiHeapStrdup2,
+    /// mi_heap_strndup(heap, s, n)
+    MiHeapStrndup3,
+    /// mi_heap_realpath(heap, name, resolved)
+    MiHeapRealpath3,
+    /// mi_heap_new_in_arena(arena)
+    MiHeapNewInArena1,
+    /// mi_register_deferred_free(fn, arg): always the original's
+    MiRegisterDeferredFree2,
+    /// mi_rezalloc(p, size)
+    MiRezalloc2,
+    /// mi_recalloc(p, count, size)
+    MiRecalloc3,
+    /// mi_malloc_aligned_at(size, align, offset)
+    MiAllocAlignedAt3,
+    /// mi_zalloc_aligned_at(size, align, offset)
+    MiZallocAlignedAt3,
+    /// mi_calloc_aligned_at(count, size, align, offset)
+    MiCallocAlignedAt4,
+    /// mi_realloc_aligned_at(p, size, align, offset)
+    MiReallocAlignedAt4,
+    /// mi_rezalloc_aligned(p, size, align)
+    MiRezallocAligned3,
+    /// mi_rezalloc_aligned_at(p, size, align, offset)
+    MiRezallocAlignedAt4,
+    /// mi_recalloc_aligned(p, count, size, align)
+    MiRecallocAligned4,
+    /// mi_recalloc_aligned_at(p, count, size, align, offset)
+    MiRecallocAlignedAt5,
+    /// mi_strdup(s)
+    MiStrdup1,
+    /// mi_strndup(s, n)
+    MiStrndup2,
+    /// mi_realpath(name, resolved)
+    MiRealpath2,
+    /// mi_reallocarr(&p, count, size) -> int
+    MiReallocarr3,
+    /// mi_is_in_heap_region(p) -> bool
+    MiInHeapRegion1,
 }
 
-pub const KINDS: usize = Kind::MozPurge0 as usize + 1;
+pub const KINDS: usize = Kind::MiInHeapRegion1 as usize + 1;
 
 use Kind::*;
 
@@ -300,6 +401,76 @@ pub const MIMALLOC: &[(&str, Kind)] = &[
     ("mi_stats_reset", MiStatsReset0),
     ("mi_stats_merge", MiStatsMerge0),
     ("mi_collect", MiCollect1),
+    ("mi_thread_stats_print_out", MiStatsPrintOut2),
+    ("mi_malloc_size", Usable1),
+    ("mi_malloc_good_size", GoodSize1),
+    // The heap API: a heap is emulated when switched (backend/src/emulate/mimalloc.rs).
+    ("mi_heap_new", MiHeapNew0),
+    ("mi_heap_delete", MiHeapDelete1),
+    ("mi_heap_destroy", MiHeapDestroy1),
+    ("mi_heap_set_default", MiHeapSetDefault1),
+    ("mi_heap_get_default", MiHeapGetDefault0),
+    ("mi_heap_get_backing", MiHeapGetDefault0),
+    ("mi_heap_collect", MiHeapCollect2),
+    ("mi_heap_contains_block", MiHeapContains2),
+    ("mi_heap_check_owned", MiHeapContains2),
+    ("mi_heap_visit_blocks", MiHeapVisit4),
+    ("mi_check_owned", MiCheckOwned1),
+    ("mi_is_in_heap_region", MiInHeapRegion1),
+    ("mi_heap_malloc", MiHeapAlloc2),
+    ("mi_heap_malloc_small", MiHeapAlloc2),
+    ("mi_heap_zalloc", MiHeapZalloc2),
+    ("mi_heap_calloc", MiHeapCalloc3),
+    ("mi_heap_mallocn", MiHeapMallocn3),
+    ("mi_heap_realloc", MiHeapRealloc3),
+    ("mi_heap_reallocf", MiHeapReallocf3),
+    ("mi_heap_rezalloc", MiHeapRezalloc3),
+    ("mi_heap_reallocn", MiHeapReallocn4),
+    ("mi_heap_recalloc", MiHeapRecalloc4),
+    ("mi_heap_malloc_aligned", MiHeapAllocAligned3),
+    ("mi_heap_malloc_aligned_at", MiHeapAllocAlignedAt4),
+    ("mi_heap_zalloc_aligned", MiHeapZallocAligned3),
+    ("mi_heap_zalloc_aligned_at", MiHeapZallocAlignedAt4),
+    ("mi_heap_calloc_aligned", MiHeapCallocAligned4),
+    ("mi_heap_calloc_aligned_at", MiHeapCallocAlignedAt5),
+    ("mi_heap_realloc_aligned", MiHeapReallocAligned4),
+    ("mi_heap_realloc_aligned_at", MiHeapReallocAlignedAt5),
+    ("mi_heap_rezalloc_aligned", MiHeapRezallocAligned4),
+    ("mi_heap_rezalloc_aligned_at", MiHeapRezallocAlignedAt5),
+    ("mi_heap_recalloc_aligned", MiHeapRecallocAligned5),
+    ("mi_heap_recalloc_aligned_at", MiHeapRecallocAlignedAt6),
+    ("mi_heap_strdup", MiHeapStrdup2),
+    ("mi_heap_strndup", MiHeapStrndup3),
+    ("mi_heap_realpath", MiHeapRealpath3),
+    ("mi_heap_new_in_arena", MiHeapNewInArena1),
+    ("mi_heap_alloc_new", MiHeapAlloc2),
+    ("mi_heap_alloc_new_n", MiHeapMallocn3),
+    ("mi_register_deferred_free", MiRegisterDeferredFree2),
+    ("mi__expand", Expand2),
+    ("mi_rezalloc", MiRezalloc2),
+    ("mi_recalloc", MiRecalloc3),
+    ("mi_malloc_aligned_at", MiAllocAlignedAt3),
+    ("mi_zalloc_aligned_at", MiZallocAlignedAt3),
+    ("mi_calloc_aligned_at", MiCallocAlignedAt4),
+    ("mi_realloc_aligned_at", MiReallocAlignedAt4),
+    ("mi_rezalloc_aligned", MiRezallocAligned3),
+    ("mi_rezalloc_aligned_at", MiRezallocAlignedAt4),
+    ("mi_recalloc_aligned", MiRecallocAligned4),
+    ("mi_aligned_recalloc", MiRecallocAligned4),
+    ("mi_recalloc_aligned_at", MiRecallocAlignedAt5),
+    ("mi_aligned_offset_recalloc", MiRecallocAlignedAt5),
+    ("mi_strdup", MiStrdup1),
+    ("mi_strndup", MiStrndup2),
+    ("mi_realpath", MiRealpath2),
+    ("mi_reallocarr", MiReallocarr3),
+    // The C++ entry points: mi_new* throw std::bad_alloc as operator new does.
+    ("mi_new", CxxNew1),
+    ("mi_new_nothrow", Alloc1),
+    ("mi_new_aligned", CxxNewAligned2),
+    ("mi_new_aligned_nothrow", AllocAligned2),
+    ("mi_new_n", Mallocn2),
+    ("mi_new_realloc", Realloc2),
+    ("mi_new_reallocn", Reallocarray3),
 ];
 
 /// The C++ allocation operators (Itanium names), part of an allocator that defines them

@@ -15,10 +15,12 @@
 //! All entry points of every allocator found are patched, or none: whatever cannot be
 //! patched safely leaves the program running exactly as it would without the shim, with one
 //! line on stderr.
+mod address;
 mod detect;
 mod entries;
 mod hook;
 pub mod later;
+mod mi_api;
 mod mozjemalloc;
 mod native;
 pub mod owner;
@@ -181,7 +183,7 @@ fn patch_all(
             let target = match switch_to {
                 // Nothing will ever be recorded (SHIM_TRACE=0): straight to the backend.
                 Some(b) if !trace => native::address(&e.name, e.kind, slot, b),
-                _ => mozjemalloc::wrapper(e.kind, slot),
+                _ => address::wrapper(e.kind, slot),
             };
             match hook::prepare(e.addr, e.size, target, &mut tr) {
                 Ok(h) => {

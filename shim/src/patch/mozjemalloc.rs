@@ -98,16 +98,8 @@ macro_rules! slots {
 }
 
 /// The wrapper of mozjemalloc's `kind` in `slot` (0 for a kind that is not mozjemalloc's).
-/// The wrapper of `kind` in `slot`: mozjemalloc's own calls here, every other kind's in
-/// wrappers.rs (so that wrappers.rs need not know this file).
-pub fn wrapper(kind: Kind, slot: usize) -> usize {
-    match address(kind, slot) {
-        0 => super::wrappers::address(kind, slot),
-        a => a,
-    }
-}
-
-fn address(kind: Kind, slot: usize) -> usize {
+/// The wrapper of mozjemalloc's own call `kind` in `slot` (0: not one of them).
+pub fn address(kind: Kind, slot: usize) -> usize {
     const _: () = assert!(SLOTS == 8);
     let all: [usize; SLOTS] = match kind {
         Kind::ArenaAlloc2 => slots!(arena_alloc2),

@@ -20,7 +20,7 @@ use shim_backend::Backend;
 #[inline(never)]
 #[cold]
 fn general(kind: Kind, slot: usize) -> usize {
-    super::mozjemalloc::wrapper(kind, slot)
+    super::address::wrapper(kind, slot)
 }
 
 macro_rules! general {
@@ -154,7 +154,7 @@ pub fn address(name: &str, kind: Kind, slot: usize, b: Backend) -> usize {
         Kind::FreeSized2 => for_backend!(free_sized2, b),
         Kind::FreeSized3 if name.ends_with("sdallocx") => for_backend!(sdallocx, b),
         Kind::FreeSized3 => for_backend!(free_sized3, b),
-        _ => return super::mozjemalloc::wrapper(kind, slot),
+        _ => return super::address::wrapper(kind, slot),
     };
     all[slot]
 }

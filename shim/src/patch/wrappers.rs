@@ -63,7 +63,7 @@ fn is_je() -> bool {
 
 /// The record of an allocation aligned to `align` (0 or up to 16: as plain malloc).
 #[inline(always)]
-fn aligned_record(align: usize, size: usize) -> (Op, Args) {
+pub(super) fn aligned_record(align: usize, size: usize) -> (Op, Args) {
     if align > 16 {
         (Op::Memalign, Args { align: align as u64, size: size as u64, ..Args::default() })
     } else {
@@ -101,7 +101,7 @@ fn switched_old(p: *mut c_void) -> bool {
 
 /// `size` bytes aligned to `align` from the backend, zeroed if asked.
 #[inline(always)]
-unsafe fn backend_aligned(align: usize, size: usize, zero: bool) -> *mut c_void {
+pub(super) unsafe fn backend_aligned(align: usize, size: usize, zero: bool) -> *mut c_void {
     unsafe {
         if align <= 8 {
             return oom(if zero { be::calloc(1, size) } else { be::malloc(size) });
@@ -116,7 +116,12 @@ unsafe fn backend_aligned(align: usize, size: usize, zero: bool) -> *mut c_void 
 
 /// realloc to an alignment the backend's realloc does not keep: a new block, the bytes
 /// copied, the old one freed. `zero_from`: zero the new bytes past this offset.
-unsafe fn backend_realloc_aligned(p: *mut c_void, size: usize, align: usize, zero: bool) -> *mut c_void {
+pub(super) unsafe fn backend_realloc_aligned(
+    p: *mut c_void,
+    size: usize,
+    align: usize,
+    zero: bool,
+) -> *mut c_void {
     unsafe {
         if p.is_null() {
             return backend_aligned(align, size, zero);
@@ -343,6 +348,7 @@ pub(super) fn resize(
         return dispatch::alloc(op, a, || resized_old(p, original()));
     }
     if switched() {
+        emu::mimalloc::heap_forget(p);
         return dispatch::alloc(op, a, backend);
     }
     dispatch::alloc(op, a, original)
@@ -455,6 +461,7 @@ pub(super) fn release(p: *mut c_void, op: Op, a: Args, call: impl FnOnce()) {
         owner::forget(p);
         return dispatch::released(op, a, call);
     }
+    emu::mimalloc::heap_forget(p);
     dispatch::released(op, a, || unsafe { be::free(p) })
 }
 
@@ -797,12 +804,9 @@ pub fn address(kind: Kind, slot: usize) -> usize {
         MiStatsMerge0 => slots!(mi_stats_merge0),
         MiCollect1 => slots!(mi_collect1),
         DefragHint1 => slots!(defrag_hint1),
-        ArenaAlloc2 | ArenaCalloc3 | ArenaRealloc3 | ArenaFree2 | ArenaMemalign3 | MozStatsLite1
-        | MozPurge0 => {
-            // mozjemalloc's own calls: their wrappers are in mozjemalloc.rs, whose
-            // `wrapper` answers for every kind.
-            return 0;
-        }
+        // mozjemalloc's own calls and mimalloc's heaps: their wrappers are in mozjemalloc.rs
+        // and mi_api.rs (address.rs asks each).
+        _ => return 0,
     };
     all[slot]
 }
