@@ -255,9 +255,15 @@ impl Inflight {
     /// Bytes of the header and the first `slots` slots resident in memory now (`mincore`):
     /// what the file adds to the process's resident set, since only this process touches
     /// its pages (reserved disk a slot never wrote is not counted). Allocation-free.
+    /// Where mincore is refused (a seccomp sandbox: Firefox's content processes log each
+    /// refusal), it is not asked again: every page of the slots made counts.
     pub fn resident_bytes(&self, slots: usize) -> u64 {
+        static REFUSED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
         let len = HEADER_LEN + slots.min(SLOTS) * slot_size();
+        if REFUSED.load(Relaxed) {
+            return len as u64;
+        }
         let mut v = [0u8; 2048];
         let (mut at, mut resident) = (0usize, 0u64);
         while at < len {
@@ -265,6 +271,11 @@ impl Inflight {
             // SAFETY: [base + at, base + at + n) lies inside the mapping made in create();
             // `v` has a byte for each of its pages.
             if unsafe { libc::mincore(self.base.add(at) as *mut libc::c_void, n, v.as_mut_ptr()) } != 0 {
+                let e = io::Error::last_os_error().raw_os_error();
+                if matches!(e, Some(libc::ENOSYS) | Some(libc::EPERM)) {
+                    REFUSED.store(true, Relaxed);
+                    return len as u64;
+                }
                 return 0;
             }
             resident += v[..n.div_ceil(page)].iter().filter(|&&b| b & 1 != 0).count() as u64;

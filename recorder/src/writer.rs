@@ -2,6 +2,7 @@
 use crate::buffer::Buf;
 use crate::format::{self, FrameHeader, Header};
 use crate::ownfd::OwnFd;
+use core::sync::atomic::Ordering::Relaxed;
 use std::io;
 use std::sync::Arc;
 
@@ -94,8 +95,34 @@ pub fn create_log(path: &str) -> io::Result<(OwnFd, String)> {
     Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many logs with this name"))
 }
 
-/// Writes all of `b` at the file's position: write(2), not pwrite(2), which the seccomp
-/// sandboxes of browsers' content processes refuse (Firefox's: "Function not implemented").
+/// pwrite(2) was refused (ENOSYS: the seccomp sandbox of a browser's content process,
+/// Firefox's): frames go out with write(2) at the file's position from then on.
+static NO_PWRITE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Writes all of `b` at `off` with pwrite(2): a descriptor the program took over by a raw
+/// system call between the check and the write is a pipe or a socket far more often than a
+/// file, and pwrite refuses those (ESPIPE) where write would put the bytes in.
+fn pwrite_all(fd: i32, mut b: &[u8], mut off: u64) -> io::Result<()> {
+    while !b.is_empty() {
+        let n = unsafe { libc::pwrite(fd, b.as_ptr() as *const libc::c_void, b.len(), off as libc::off_t) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwrite returned 0"));
+        }
+        b = &b[n as usize..];
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Writes all of `b` at the file's position (the header of a new file; frames where pwrite
+/// is refused).
 fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
     while !b.is_empty() {
         let n = unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
@@ -282,9 +309,19 @@ impl LogWriter {
         self.out[..format::FRAME_HEADER_LEN].copy_from_slice(&fh.encode());
         let (out, at) = (&self.out, self.bytes);
         let (own, seen) = (&self.fd, &mut self.seen_reopens);
-        own.with(|fd| {
-            // A descriptor reopened since the last write (the program closed ours) starts at
-            // 0: it is put where the log ends first.
+        let mut put = |fd: i32| {
+            if !NO_PWRITE.load(Relaxed) {
+                match pwrite_all(fd, out, at) {
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                        NO_PWRITE.store(true, Relaxed);
+                        // The position is the header's end, not the log's: put it there.
+                        *seen = u32::MAX;
+                    }
+                    r => return r,
+                }
+            }
+            // A descriptor reopened since the last write (the program closed ours) starts
+            // at 0: it is put where the log ends first.
             if own.reopens() != *seen {
                 if unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_SET) } < 0 {
                     return Err(io::Error::last_os_error());
@@ -292,7 +329,20 @@ impl LogWriter {
                 *seen = own.reopens();
             }
             write_all(fd, out)
-        })?;
+        };
+        // A number taken over between the check and the write (a raw dup2 of the program's):
+        // nothing was written; checked again (reopened by path) and written once more.
+        match own.with(&mut put) {
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ESPIPE | libc::EBADF | libc::EINVAL | libc::ENXIO)
+                ) =>
+            {
+                own.with(&mut put)?
+            }
+            r => r?,
+        }
         self.bytes += self.out.len() as u64;
         self.frames += 1;
         self.records += buf.n as u64;
