@@ -46,7 +46,29 @@ pub fn file_of(addr: usize) -> Option<&'static core::ffi::CStr> {
 pub fn ahead_malloc() -> Option<usize> {
     let first = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr()) } as usize;
     let libc_malloc = crate::glibc::libc_symbol(c"malloc");
-    (first != 0 && first != libc_malloc && !in_this_object(first)).then_some(first)
+    (first != 0 && first != libc_malloc && !in_this_object(first) && defined_at(first)).then_some(first)
+}
+
+/// Whether a defined symbol starts at `addr`. A non-PIE executable that takes malloc's
+/// address (Debian's python3) has an undefined `malloc` whose value is its PLT entry (a
+/// "canonical PLT" symbol): dlsym and dladdr both find it, yet it defines nothing, and
+/// calling it comes back to this library's malloc. The symbol's section tells (SHN_UNDEF).
+fn defined_at(addr: usize) -> bool {
+    unsafe extern "C" {
+        fn dladdr1(addr: *const c_void, info: *mut libc::Dl_info, extra: *mut *mut c_void, flags: i32)
+            -> i32;
+    }
+    const RTLD_DL_SYMENT: i32 = 1;
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    let mut sym: *mut c_void = core::ptr::null_mut();
+    // SAFETY: dladdr1 fills `info` and points `sym` at the loader's Elf64_Sym (or NULL).
+    let found = unsafe { dladdr1(addr as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) };
+    if found == 0 || sym.is_null() || info.dli_saddr as usize != addr {
+        return false;
+    }
+    // Elf64_Sym: st_name (4), st_info (1), st_other (1), st_shndx (2), ...
+    let shndx = unsafe { (sym as *const u8).add(6).cast::<u16>().read_unaligned() };
+    shndx != 0
 }
 
 /// Whether `addr` is in the object that holds this code (libshim.so).
@@ -71,7 +93,7 @@ pub(crate) fn init(ahead: bool) -> bool {
     let mut found = [0usize; 6];
     for (i, n) in NAMES.iter().enumerate() {
         let first = if ahead { unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) as usize } } else { 0 };
-        found[i] = if first != 0 && !in_this_object(first) {
+        found[i] = if first != 0 && !in_this_object(first) && defined_at(first) {
             first
         } else {
             unsafe { libc::dlsym(libc::RTLD_NEXT, n.as_ptr()) as usize }
