@@ -170,7 +170,7 @@ pub const SETTINGS: &[Setting] = &[
         value_name: "",
         kind: Kind::Text,
         default: "`shim.%e.%p.shimlog` in the current directory",
-        values: "a path; `%p` = pid, `%e` = executable name, `%%` = `%`",
+        values: "a path; `%p` = pid, `%e` = the program's name as started (argv[0]'s file name: `redis-server`, not the `redis-check-rdb` it links to; the executable's when there is none), `%%` = `%`",
         help: "",
         line: "Where the log goes (`shimlog record`: `-o DIR`)",
         warning: "",
@@ -426,7 +426,7 @@ pub const SETTINGS: &[Setting] = &[
         help: "The most bytes dead processes' in-flight files may take before the oldest are recovered (default 64M)",
         line: "The most bytes dead processes' in-flight files may take before the oldest are recovered",
         warning: "shim: unknown SHIM_INFLIGHT_MAX (a size: 64M, 512k, 1G, 0; or off); using 64M",
-        details: "The most bytes (of tmpfs, i.e. RAM) dead processes' in-flight files may take in the user's in-flight directory: past it, a process that starts recovers (or removes) the oldest first, beyond the 8 it does anyway ([canaries.md](canaries.md), \"The in-flight directory's life cycle\"). `off`: this process leaves other processes' files alone. An unreadable value prints one line naming what is accepted and uses `64M`.",
+        details: "The most bytes (of tmpfs, i.e. RAM) dead processes' in-flight files may take in the user's in-flight directory: past it, a process that starts recovers (or removes) the oldest first, beyond the 8 it does anyway; and a process that starts while the directory holds so many files that the smallest dead ones would fill half of it recovers the 4 oldest at once, which keeps a crash loop of processes that live a millisecond under it ([canaries.md](canaries.md), \"The in-flight directory's life cycle\"). `off`: this process leaves other processes' files alone. An unreadable value prints one line naming what is accepted and uses `64M`.",
     },
     Setting {
         var: "SHIM_INFLIGHT_DIR",
