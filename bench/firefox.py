@@ -46,7 +46,7 @@ def one(ff, work, prefix):
     argv = prefix(run) + [ff, "--headless", "--no-remote", "--profile", os.path.join(run, "profile"),
                           "--screenshot", shot, "file://" + os.path.join(work, "page.html")]
     env = wl.clean_env()
-    env.update({"HOME": os.path.join(run, "home"), "MOZ_HEADLESS": "1"})
+    env.update({"HOME": os.path.join(run, "home"), "MOZ_HEADLESS": "1", "MOZ_CRASHREPORTER_DISABLE": "1"})
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
     t0 = time.monotonic()

@@ -123,6 +123,10 @@ fn browse(mode: Mode) -> Run {
     let inflight = private_inflight_base();
     c.env("HOME", dir.path().join("home"))
         .env("MOZ_HEADLESS", "1")
+        // No crash helper: a daemon of its own that can outlive the browser holding the
+        // run's output pipes (once, switched under load, it stayed 5 minutes: the test waits
+        // for those pipes' end).
+        .env("MOZ_CRASHREPORTER_DISABLE", "1")
         .env("SHIM_INFLIGHT_DIR", inflight.path())
         .env_remove("SHIM_INFLIGHT_MAX")
         .env_remove("DISPLAY")

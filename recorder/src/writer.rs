@@ -99,33 +99,18 @@ pub fn create_log(path: &str) -> io::Result<(OwnFd, String)> {
 /// Firefox's): frames go out with write(2) at the file's position from then on.
 static NO_PWRITE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// Writes all of `b` at `off` with pwrite(2): a descriptor the program took over by a raw
-/// system call between the check and the write is a pipe or a socket far more often than a
-/// file, and pwrite refuses those (ESPIPE) where write would put the bytes in.
-fn pwrite_all(fd: i32, mut b: &[u8], mut off: u64) -> io::Result<()> {
+/// Writes all of `b`: at `off` with pwrite(2), or at the file's position with write(2) (the
+/// header of a new file; frames where pwrite is refused). pwrite for frames because a
+/// descriptor the program took over by a raw system call between the check and the write is
+/// a pipe or a socket far more often than a file, and pwrite refuses those (ESPIPE) where
+/// write would put the bytes in.
+fn write_all(fd: i32, mut b: &[u8], mut off: Option<u64>) -> io::Result<()> {
     while !b.is_empty() {
-        let n = unsafe { libc::pwrite(fd, b.as_ptr() as *const libc::c_void, b.len(), off as libc::off_t) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "pwrite returned 0"));
-        }
-        b = &b[n as usize..];
-        off += n as u64;
-    }
-    Ok(())
-}
-
-/// Writes all of `b` at the file's position (the header of a new file; frames where pwrite
-/// is refused).
-fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
-    while !b.is_empty() {
-        let n = unsafe { libc::write(fd, b.as_ptr() as *const libc::c_void, b.len()) };
+        let p = b.as_ptr() as *const libc::c_void;
+        let n = match off {
+            Some(o) => unsafe { libc::pwrite(fd, p, b.len(), o as libc::off_t) },
+            None => unsafe { libc::write(fd, p, b.len()) },
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -137,6 +122,7 @@ fn write_all(fd: i32, mut b: &[u8]) -> io::Result<()> {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
         }
         b = &b[n as usize..];
+        off = off.map(|o| o + n as u64);
     }
     Ok(())
 }
@@ -154,7 +140,7 @@ pub fn write_header(fd: &OwnFd, h: &Header) -> io::Result<u32> {
     b.extend_from_slice(&format::preamble(reserved as u32));
     b.extend_from_slice(&json);
     b.resize(format::PREAMBLE_LEN + reserved, b' ');
-    fd.with(|fd| write_all(fd, &b))?;
+    fd.with(|fd| write_all(fd, &b, None))?;
     Ok(reserved as u32)
 }
 
@@ -311,7 +297,7 @@ impl LogWriter {
         let (own, seen) = (&self.fd, &mut self.seen_reopens);
         let mut put = |fd: i32| {
             if !NO_PWRITE.load(Relaxed) {
-                match pwrite_all(fd, out, at) {
+                match write_all(fd, out, Some(at)) {
                     Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                         NO_PWRITE.store(true, Relaxed);
                         // The position is the header's end, not the log's: put it there.
@@ -328,7 +314,7 @@ impl LogWriter {
                 }
                 *seen = own.reopens();
             }
-            write_all(fd, out)
+            write_all(fd, out, None)
         };
         // A number taken over between the check and the write (a raw dup2 of the program's):
         // nothing was written; checked again (reopened by path) and written once more.

@@ -7,7 +7,7 @@
 use super::entries::Kind;
 use super::owner;
 use super::wrappers::{
-    aligned_record, args, backend_aligned, backend_realloc_aligned, original, switched, SLOTS,
+    aligned_record, args, backend_aligned, backend_realloc_aligned, original, slots, switched, SLOTS,
 };
 use crate::hot::dispatch;
 use core::ffi::{c_char, c_void};
@@ -590,21 +590,6 @@ extern "C" fn mi_reallocarr3<const S: usize>(pp: *mut *mut c_void, c: usize, n: 
         }
     });
     rc
-}
-
-macro_rules! slots {
-    ($f:ident) => {
-        [
-            $f::<0> as *const () as usize,
-            $f::<1> as *const () as usize,
-            $f::<2> as *const () as usize,
-            $f::<3> as *const () as usize,
-            $f::<4> as *const () as usize,
-            $f::<5> as *const () as usize,
-            $f::<6> as *const () as usize,
-            $f::<7> as *const () as usize,
-        ]
-    };
 }
 
 /// The wrapper of `kind` (one of this file's) in `slot`; 0 for a kind that is not.

@@ -7,7 +7,7 @@
 //! purge both.
 #![allow(clippy::missing_safety_doc)]
 use super::entries::Kind;
-use super::wrappers::{args, freed, original, release, resize, switched, SLOTS};
+use super::wrappers::{args, freed, original, release, resize, slots, switched, SLOTS};
 use crate::c_rules as c;
 use crate::hot::dispatch;
 use core::ffi::c_void;
@@ -80,21 +80,6 @@ extern "C" fn purge0<const S: usize>() {
     if switched() {
         emu::purge(be::selected());
     }
-}
-
-macro_rules! slots {
-    ($f:ident) => {
-        [
-            $f::<0> as *const () as usize,
-            $f::<1> as *const () as usize,
-            $f::<2> as *const () as usize,
-            $f::<3> as *const () as usize,
-            $f::<4> as *const () as usize,
-            $f::<5> as *const () as usize,
-            $f::<6> as *const () as usize,
-            $f::<7> as *const () as usize,
-        ]
-    };
 }
 
 /// The wrapper of mozjemalloc's `kind` in `slot` (0 for a kind that is not mozjemalloc's).

@@ -733,6 +733,8 @@ unsafe extern "C" {
     static shim_cxx_new_aligned_glue: [usize; SLOTS];
 }
 
+/// The addresses of a wrapper's [`SLOTS`] copies, slot by slot (also for mozjemalloc.rs and
+/// mi_api.rs).
 macro_rules! slots {
     ($f:ident) => {
         [
@@ -747,6 +749,7 @@ macro_rules! slots {
         ]
     };
 }
+pub(super) use slots;
 
 /// The wrapper of `kind` in `slot` (`slot` < [`SLOTS`]).
 pub fn address(kind: Kind, slot: usize) -> usize {
