@@ -134,14 +134,14 @@ pub fn is_ours(fd: i32) -> bool {
 }
 
 /// Any of the shim's descriptors in `lo..=hi`, lowest first; None when none is.
-pub fn ours_in(lo: u32, hi: u32, after: Option<i32>) -> Option<i32> {
+pub fn ours_in(lo: u32, hi: u32) -> Option<i32> {
     if (hi as u64) < LOWEST.load(Relaxed).max(0) as u64 {
         return None;
     }
     TABLE
         .iter()
         .map(|s| s.fd.load(Acquire))
-        .filter(|&f| f >= 0 && (f as u32) >= lo && (f as u32) <= hi && after.is_none_or(|a| f > a))
+        .filter(|&f| f >= 0 && (f as u32) >= lo && (f as u32) <= hi)
         .filter(|&f| is_ours(f))
         .min()
 }

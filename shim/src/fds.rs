@@ -39,15 +39,13 @@ fn close_range_sparing(lo: c_uint, hi: c_uint, flags: c_int) -> c_int {
         return raw(lo, hi);
     }
     let mut from = lo;
-    let mut after = None;
-    while let Some(ours) = ownfd::ours_in(from, hi, after) {
+    while let Some(ours) = ownfd::ours_in(from, hi) {
         if ours as c_uint > from {
             let rc = raw(from, ours as c_uint - 1);
             if rc != 0 {
                 return rc;
             }
         }
-        after = Some(ours);
         if ours as c_uint == hi {
             return 0;
         }
